@@ -3283,3 +3283,87 @@ async fn sso_commands() {
     json(&removed);
     cx.teardown().await;
 }
+
+/// `workspace auth login --email E --sso`: the provider's address printed,
+/// the browser's redirect received on the loopback address, the tokens
+/// stored in the profile (against `oidc-provider`).
+#[tokio::test]
+async fn auth_login_through_single_sign_on() {
+    use std::io::BufRead;
+    use workspace_tests::sso_peer::{CLIENT_ID, CLIENT_SECRET, OidcSso};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let cx = TestContext::new("cli_sso_login").await;
+    let peer = OidcSso::start(&redirect).await;
+    let owner = cx.user("clissoowner").await;
+    let org = owner.personal_org().await;
+    owner
+        .client
+        .org_sso_put()
+        .org_id(org)
+        .body(workspace_client::types::SsoConfigInput {
+            issuer: peer.issuer.clone(),
+            client_id: CLIENT_ID.to_string(),
+            client_secret: Some(CLIENT_SECRET.to_string()),
+            domains: vec!["login.example".to_string()],
+            groups_claim: None,
+            role_mappings: vec![],
+            default_role: Some("member".to_string()),
+            enforced: false,
+        })
+        .send()
+        .await
+        .expect("sso put");
+    peer.set_account(
+        "gus",
+        serde_json::json!({"email": "gus@login.example", "email_verified": true}),
+    )
+    .await;
+    let cli = Cli {
+        url: cx.base_url.clone(),
+        config_dir: tempfile::tempdir().unwrap().keep(),
+    };
+    let mut child = cli
+        .command(&[
+            "auth",
+            "login",
+            "--email",
+            "gus@login.example",
+            "--sso",
+            "--redirect-uri",
+            &redirect,
+        ])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("running the CLI");
+    let stderr = child.stderr.take().unwrap();
+    let address = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.starts_with("http"))
+            .expect("the provider's address on stderr")
+    })
+    .await
+    .unwrap();
+    let back = peer.sign_in(&address, "gus").await;
+    assert!(back.as_str().starts_with(&redirect), "{back}");
+    // The browser follows the redirect to the CLI.
+    let page = workspace_tests::http()
+        .get(back.as_str())
+        .send()
+        .await
+        .expect("the CLI answers the browser");
+    assert_eq!(page.status(), 200);
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success());
+    let me = json(&cli.run(&["me"], None));
+    assert_eq!(me["email"], "gus@login.example");
+    cx.teardown().await;
+}

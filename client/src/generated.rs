@@ -12430,7 +12430,7 @@ pub mod types {
         ///When the provider was first registered.
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         ///The role of a person in none of the mapped groups (`null`: refused).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub default_role: ::std::option::Option<::std::string::String>,
         ///The e-mail domains the provider vouches for, sorted.
         pub domains: ::std::vec::Vec<::std::string::String>,
@@ -35814,7 +35814,7 @@ pub mod types {
                     client_id: Err("no value supplied for client_id".to_string()),
                     client_secret_set: Err("no value supplied for client_secret_set".to_string()),
                     created_at: Err("no value supplied for created_at".to_string()),
-                    default_role: Ok(Default::default()),
+                    default_role: Err("no value supplied for default_role".to_string()),
                     domains: Err("no value supplied for domains".to_string()),
                     enforced: Err("no value supplied for enforced".to_string()),
                     groups_claim: Err("no value supplied for groups_claim".to_string()),

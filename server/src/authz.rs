@@ -981,6 +981,20 @@ impl OrgAccess {
     }
 }
 
+/// `403 sso_required`: the credential may not act in the organization (a
+/// single sign-on session, or a token made in one, outside its
+/// organization; a password credential in an organization that requires
+/// single sign-on).
+pub fn sso_required() -> crate::error::Error {
+    crate::error::Error::Forbidden {
+        code: "sso_required",
+        message: "this organization requires its single sign-on for this credential \
+                  (or the credential belongs to another organization's single sign-on); \
+                  sign in with POST /api/auth/sso/start"
+            .to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -215,9 +215,7 @@ impl ServerContext {
                 if let Some((token_id, _)) = token {
                     self.token_used(token_id);
                 }
-                Err(scope
-                    .not_found()
-                    .unwrap_or_else(crate::app::sso::sso_required))
+                Err(scope.not_found().unwrap_or_else(crate::authz::sso_required))
             }
             AccessLookup::Member {
                 user_id,

@@ -489,10 +489,12 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         )),
     };
     let cors = context.config.http.cors_policy();
+    let server_timing = context.config.http.server_timing;
     let http = dropshot::ServerBuilder::new(api, context, log.clone())
         .config(dropshot_config)
         .connection_limits(connection_limits)
         .cors(cors)
+        .server_timing(server_timing)
         .start()
         .context("starting the HTTP server")?;
     if let Some(links) = &kb.download_links {

@@ -633,8 +633,30 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
                     error_response(status, &codes, schema),
                 );
             }
+            // Every answer, errors included (`http.server_timing`).
+            for (_, response) in op.responses.responses.iter_mut() {
+                if let ReferenceOr::Item(response) = response {
+                    response
+                        .headers
+                        .insert("Server-Timing".to_string(), header_ref("ServerTiming"));
+                }
+            }
         }
     }
+    let components = doc.components.get_or_insert_with(Default::default);
+    let mut server_timing = header(
+        "W3C Server Timing: `app;dur=<milliseconds>`, the time the server took from \
+         the request's arrival to this answer's head (a streamed body goes on after \
+         it). Sent unless the server's `http.server_timing` is off; a page on an \
+         allowed origin may read it (`Timing-Allow-Origin`).",
+        Type::String(Default::default()),
+    );
+    if let ReferenceOr::Item(h) = &mut server_timing {
+        h.required = false;
+    }
+    components
+        .headers
+        .insert("ServerTiming".to_string(), server_timing);
 }
 
 #[cfg(test)]

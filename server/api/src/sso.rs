@@ -91,6 +91,7 @@ pub struct SsoConfig {
     /// Groups and the roles they give, in order.
     pub role_mappings: Vec<SsoRoleMapping>,
     /// The role of a person in none of the mapped groups (`null`: refused).
+    #[schemars(with = "crate::schema::Nullable<String>")]
     pub default_role: Option<String>,
     /// Whether the organization requires single sign-on.
     pub enforced: bool,

@@ -34,17 +34,6 @@ use workspace_api::sso::{
 /// The grant of the operations that manage a provider.
 pub type ManageGrant = Grant<on::Org, Admin<perm::OrganizationAdmin>>;
 
-/// `403 sso_required`: the credential may not act in the organization.
-pub fn sso_required() -> Error {
-    Error::Forbidden {
-        code: "sso_required",
-        message: "this organization requires its single sign-on for this credential \
-                  (or the credential belongs to another organization's single sign-on); \
-                  sign in with POST /api/auth/sso/start"
-            .to_string(),
-    }
-}
-
 fn sso_failed(reason: impl Into<String>) -> Error {
     Error::unauthenticated("sso_failed", reason)
 }
@@ -665,25 +654,35 @@ pub async fn callback(
     );
     let unusable = unusable_password_hash(cx).await?;
     let origin = client.origin(crate::audit::Actor::ANONYMOUS);
-    let signed_in = cx
-        .datastore
-        .sso_sign_in(
-            provider.org_id,
-            &Person {
-                issuer: &provider.issuer,
-                subject: &subject,
-                email_normalized: &email_normalized,
-                email: email.trim(),
-                first_name: &first_name,
-                last_name: &last_name,
-                role: &role,
-                unusable_password_hash: &unusable,
-            },
-            &origin,
-        )
-        .await?;
+    let person = Person {
+        issuer: &provider.issuer,
+        subject: &subject,
+        email_normalized: &email_normalized,
+        email: email.trim(),
+        first_name: &first_name,
+        last_name: &last_name,
+        role: &role,
+        unusable_password_hash: &unusable,
+    };
+    // Two first sign-ins of one person at once: the second finds what the
+    // first made.
+    let mut signed_in = SignIn::Raced;
+    for _ in 0..3 {
+        signed_in = cx
+            .datastore
+            .sso_sign_in(provider.org_id, &person, &origin)
+            .await?;
+        if !matches!(signed_in, SignIn::Raced) {
+            break;
+        }
+    }
     let user_id: Uuid = match signed_in {
         SignIn::User(user_id) => user_id,
+        SignIn::Raced => {
+            return Err(Error::internal(
+                "single sign-on kept racing another sign-in",
+            ));
+        }
         SignIn::EmailTaken => {
             return Err(Error::conflict(
                 "email_taken",

@@ -89,6 +89,10 @@ pub struct HttpConfig {
     pub cors_allowed_origins: Vec<String>,
     /// How long a browser may cache a preflight answer, in seconds.
     pub cors_max_age_secs: u64,
+    /// Whether every response carries `Server-Timing: app;dur=<ms>`, the
+    /// time the server took to its head (default on; a page on an allowed
+    /// origin may read it).
+    pub server_timing: bool,
 }
 
 /// The longest drain window accepted, in seconds.
@@ -170,6 +174,7 @@ impl Default for HttpConfig {
             drain_secs: 5.0,
             cors_allowed_origins: Vec::new(),
             cors_max_age_secs: 600,
+            server_timing: true,
         }
     }
 }
@@ -180,12 +185,14 @@ impl HttpConfig {
         &["accept", "authorization", "content-type", "last-event-id"];
     /// Response headers a cross-origin page may read (besides the
     /// CORS-safelisted ones): a retry's delay, the request id of an error
-    /// report, a download's file name, the answer's length.
+    /// report, a download's file name, the answer's length, the server's
+    /// time.
     pub const CORS_EXPOSED_HEADERS: &[&str] = &[
         "retry-after",
         "x-request-id",
         "content-disposition",
         "content-length",
+        "server-timing",
     ];
 
     /// The drain window of a shutdown (see `drain_secs`).

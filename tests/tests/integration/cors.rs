@@ -154,3 +154,83 @@ async fn without_allowed_origins_the_api_is_same_origin_only() {
     assert_eq!(header(&r, "access-control-allow-origin"), None);
     cx.teardown().await;
 }
+
+/// `Server-Timing: app;dur=<ms>` on every answer (successes, errors,
+/// preflights, streams), readable by a page on an allowed origin
+/// (`Timing-Allow-Origin`), never granted to a refused one; absent when
+/// `http.server_timing` is off (issue #37).
+#[tokio::test]
+async fn every_answer_says_how_long_the_server_took() {
+    fn duration(r: &reqwest::Response) -> f64 {
+        let value = header(r, "server-timing").expect("a Server-Timing header");
+        let dur = value
+            .strip_prefix("app;dur=")
+            .unwrap_or_else(|| panic!("{value}"));
+        let ms: f64 = dur.parse().unwrap_or_else(|_| panic!("{value}"));
+        assert!((0.0..60_000.0).contains(&ms), "{value}");
+        ms
+    }
+    let cx = TestContext::with_config("server_timing", |c| {
+        c.http.cors_allowed_origins = vec![APP.to_string()];
+    })
+    .await;
+    let ada = cx.user("timing-ada").await;
+    let http = workspace_tests::http();
+    let ok = http
+        .get(format!("{}/api/users/me", cx.base_url))
+        .bearer_auth(&ada.token)
+        .header("origin", APP)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    duration(&ok);
+    assert_eq!(header(&ok, "timing-allow-origin"), Some(APP));
+    assert!(
+        list(header(&ok, "access-control-expose-headers")).contains(&"server-timing".to_string())
+    );
+    let refused = http
+        .get(format!("{}/api/users/me", cx.base_url))
+        .header("origin", EVIL)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    duration(&refused);
+    assert_eq!(header(&refused, "timing-allow-origin"), None);
+    let unknown = http
+        .get(format!("{}/api/no/such/route", cx.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    duration(&unknown);
+    duration(&preflight(&cx, "/api/users/me", APP, "GET").await);
+    // A slow answer says so: a password check takes tens of milliseconds.
+    let login = http
+        .post(format!("{}/api/auth/login", cx.base_url))
+        .json(&json!({"email": ada.email, "password": workspace_tests::TEST_PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::OK);
+    assert!(
+        duration(&login) >= 1.0,
+        "{:?}",
+        header(&login, "server-timing")
+    );
+    cx.teardown().await;
+
+    let off = TestContext::with_config("server_timing_off", |c| {
+        c.http.server_timing = false;
+    })
+    .await;
+    let r = workspace_tests::http()
+        .get(format!("{}/healthz", off.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(header(&r, "server-timing"), None);
+    off.teardown().await;
+}

@@ -583,3 +583,54 @@ async fn rotated_keys_are_picked_up_and_a_provider_for_another_issuer_is_refused
     );
     cx.teardown().await;
 }
+
+#[tokio::test]
+async fn first_sign_ins_of_one_person_at_once_make_one_account() {
+    let cx = TestContext::new("sso_race").await;
+    let second = cx.second_instance(|_| {}).await;
+    let other = Client::new(&format!("http://{}", second.local_addr()));
+    let peer = OidcSso::start(REDIRECT).await;
+    let ada = cx.user("ada").await;
+    let org = team(&ada, "Acme").await;
+    ada.client
+        .org_sso_put()
+        .org_id(org)
+        .body(config(&peer.issuer, false))
+        .send()
+        .await
+        .expect("sso put");
+    for round in 0..4 {
+        let email = format!("new{round}@{DOMAIN}");
+        let login = format!("new{round}");
+        peer.set_account(&login, person(&email, &[])).await;
+        // Two sign-ins of a person with no account yet, finished together
+        // on two instances.
+        let a = through_provider(&peer, &cx.anon(), &email, &login).await;
+        let b = through_provider(&peer, &other, &email, &login).await;
+        let anon = cx.anon();
+        let (a, b) = tokio::join!(
+            anon.auth_sso_callback().body(a).send(),
+            other.auth_sso_callback().body(b).send()
+        );
+        let a = cx.client_with_token(&a.expect("one sign-in").access_token);
+        let b = cx.client_with_token(&b.expect("the other").access_token);
+        assert_eq!(
+            a.users_me().send().await.unwrap().id,
+            b.users_me().send().await.unwrap().id,
+            "round {round}"
+        );
+        let accounts: i64 = cx
+            .db()
+            .await
+            .query_one(
+                "SELECT count(*) FROM users WHERE email_normalized = $1",
+                &[&email],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(accounts, 1);
+    }
+    drop(second);
+    cx.teardown().await;
+}

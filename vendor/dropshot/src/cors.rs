@@ -123,6 +123,9 @@ impl CorsPolicy {
             return;
         };
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+        // Workspace patch: the page may read `Server-Timing` (the Resource
+        // Timing API's timing-allow check).
+        h.insert("timing-allow-origin", origin.clone());
         let exposed: Vec<&str> =
             self.exposed_headers.iter().map(String::as_str).collect();
         insert_list(h, header::ACCESS_CONTROL_EXPOSE_HEADERS, &exposed);

@@ -88,6 +88,9 @@ pub struct DropshotState<C: ServerContext> {
     pub(crate) cors: std::sync::OnceLock<Arc<crate::cors::CorsPolicy>>,
     /// Workspace patch: set by [`HttpServer::begin_draining`].
     pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// Workspace patch: whether responses carry `Server-Timing` (set by
+    /// [`ServerBuilder::server_timing`]).
+    pub(crate) server_timing: std::sync::atomic::AtomicBool,
 }
 
 impl<C: ServerContext> DropshotState<C> {
@@ -239,6 +242,7 @@ impl<C: ServerContext> HttpServerStarter<C> {
             version_policy,
             cors: std::sync::OnceLock::new(),
             draining: std::sync::atomic::AtomicBool::new(false),
+            server_timing: std::sync::atomic::AtomicBool::new(false),
         });
 
         for (path, method, endpoint) in app_state.router.endpoints(None) {
@@ -1061,6 +1065,18 @@ async fn http_request_handle_wrap<C: ServerContext>(
         }
     };
     let mut response = response;
+    // Workspace patch: `Server-Timing: app;dur=<ms>` (W3C Server Timing):
+    // how long the server took from the request's arrival to the response's
+    // head (a streamed body goes on after it).
+    if drain_state
+        .server_timing
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        let value = format!("app;dur={:.3}", latency_us as f64 / 1000.0);
+        if let Ok(value) = http::HeaderValue::from_str(&value) {
+            response.headers_mut().append("server-timing", value);
+        }
+    }
     // Workspace patch: `Connection: close` while draining; hyper then
     // closes the connection once this response is written, so a client
     // (or a load balancer's pooled connection) sends its next request on a
@@ -1343,6 +1359,7 @@ pub struct ServerBuilder<C: ServerContext> {
     tls: Option<ConfigTls>,
     connection_limits: ConnectionLimits,
     cors: Option<crate::cors::CorsPolicy>,
+    server_timing: bool,
 }
 
 impl<C: ServerContext> ServerBuilder<C> {
@@ -1366,7 +1383,16 @@ impl<C: ServerContext> ServerBuilder<C> {
             tls: Default::default(),
             connection_limits: ConnectionLimits::default(),
             cors: None,
+            server_timing: false,
         }
+    }
+
+    /// Workspace patch: every response carries `Server-Timing:
+    /// app;dur=<milliseconds>`, the time from the request's arrival to the
+    /// response's head.
+    pub fn server_timing(mut self, on: bool) -> Self {
+        self.server_timing = on;
+        self
     }
 
     /// Workspace patch: cross-origin requests for every route (see
@@ -1446,6 +1472,10 @@ impl<C: ServerContext> ServerBuilder<C> {
             .max_connections
             .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
         starter.http_acceptor.limits = self.connection_limits;
+        starter
+            .app_state
+            .server_timing
+            .store(self.server_timing, std::sync::atomic::Ordering::Relaxed);
         // An empty policy (no allowed origin) costs nothing per request.
         if let Some(policy) = self.cors.filter(|p| !p.allowed_origins.is_empty()) {
             let _ = starter.app_state.cors.set(Arc::new(policy));

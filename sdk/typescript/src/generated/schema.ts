@@ -5923,7 +5923,7 @@ export interface components {
              */
             created_at: string;
             /** @description The role of a person in none of the mapped groups (`null`: refused). */
-            default_role?: string | null;
+            default_role: string | null;
             /** @description The e-mail domains the provider vouches for, sorted. */
             domains: string[];
             /** @description Whether the organization requires single sign-on. */
@@ -7232,6 +7232,8 @@ export interface components {
         RetryAfterWhenBusy: number;
         /** @description The authentication scheme: always `Bearer`. */
         WwwAuthenticate: string;
+        /** @description W3C Server Timing: `app;dur=<milliseconds>`, the time the server took from the request's arrival to this answer's head (a streamed body goes on after it). Sent unless the server's `http.server_timing` is off; a page on an allowed origin may read it (`Timing-Allow-Origin`). */
+        ServerTiming: string;
     };
     pathItems: never;
 }
@@ -7256,6 +7258,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7265,6 +7268,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`, `invalid_origins`, `invalid_rate_limit`, `invalid_expiry`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7275,6 +7279,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7284,6 +7289,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7293,6 +7299,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7302,6 +7309,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7311,6 +7319,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `agent_not_ready`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7320,6 +7329,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7330,6 +7340,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7353,6 +7364,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7362,6 +7374,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7372,6 +7385,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7381,6 +7395,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7390,6 +7405,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7399,6 +7415,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7409,6 +7426,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7432,6 +7450,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7441,6 +7460,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7451,6 +7471,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7460,6 +7481,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7469,6 +7491,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7478,6 +7501,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7488,6 +7512,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7511,6 +7536,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7520,6 +7546,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7530,6 +7557,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7539,6 +7567,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7548,6 +7577,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7557,6 +7587,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7567,6 +7598,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7590,6 +7622,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7599,6 +7632,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7609,6 +7643,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7618,6 +7653,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7627,6 +7663,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7636,6 +7673,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7646,6 +7684,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7673,6 +7712,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7682,6 +7722,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`, `invalid_origins`, `invalid_rate_limit`, `invalid_expiry`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7692,6 +7733,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7701,6 +7743,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7710,6 +7753,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7719,6 +7763,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7728,6 +7773,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7738,6 +7784,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7762,6 +7809,7 @@ export interface operations {
             /** @description `stream: false`: a `chat.completion` object. `stream: true`: Server-Sent Events, each `data: <ChatCompletionChunk JSON>` (OpenAI's `chat.completion.chunk`), ending with `data: [DONE]`. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7772,6 +7820,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_messages`, `decimal_above_max_value`, `decimal_below_min_value`, `integer_below_min_value`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7782,6 +7831,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7791,6 +7841,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `origin_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7800,6 +7851,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7810,6 +7862,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7819,6 +7872,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7828,6 +7882,7 @@ export interface operations {
             /** @description The model provider failed. `error_code`: `provider_unavailable`, `provider_rate_limited`, `provider_rejected`, `provider_timeout`, `provider_stream_interrupted`, `agent_step_limit`. */
             502: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7838,6 +7893,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7858,6 +7914,7 @@ export interface operations {
             /** @description The preflight is answered, allowing the request's `Origin`. */
             204: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -7865,6 +7922,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7885,6 +7943,7 @@ export interface operations {
             /** @description The deployment's model. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7895,6 +7954,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7904,6 +7964,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `origin_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7914,6 +7975,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7923,6 +7985,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7933,6 +7996,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7953,6 +8017,7 @@ export interface operations {
             /** @description The preflight is answered, allowing the request's `Origin`. */
             204: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -7960,6 +8025,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7987,6 +8053,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7996,6 +8063,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`, `invalid_agent_type`, `invalid_params`, `invalid_tools`, `unknown_tool`, `invalid_tool_config`, `model_unavailable`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8006,6 +8074,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8015,6 +8084,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8024,6 +8094,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8033,6 +8104,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8043,6 +8115,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8066,6 +8139,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8075,6 +8149,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8085,6 +8160,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8094,6 +8170,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8103,6 +8180,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8112,6 +8190,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8122,6 +8201,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8145,6 +8225,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8154,6 +8235,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8164,6 +8246,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8173,6 +8256,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8182,6 +8266,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8191,6 +8276,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8201,6 +8287,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8228,6 +8315,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8237,6 +8325,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8247,6 +8336,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8256,6 +8346,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8265,6 +8356,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8275,6 +8367,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8302,6 +8395,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8311,6 +8405,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `model_unavailable`, `tool_requirement_missing`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8321,6 +8416,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8330,6 +8426,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8339,6 +8436,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8348,6 +8446,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8357,6 +8456,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8367,6 +8467,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8394,6 +8495,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8403,6 +8505,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`, `invalid_agent_type`, `invalid_params`, `invalid_tools`, `unknown_tool`, `invalid_tool_config`, `model_unavailable`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8413,6 +8516,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8422,6 +8526,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8431,6 +8536,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8440,6 +8546,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8449,6 +8556,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8459,6 +8567,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8500,6 +8609,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8509,6 +8619,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`, `invalid_cursor`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8519,6 +8630,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8528,6 +8640,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8537,6 +8650,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8547,6 +8661,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8593,6 +8708,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8603,6 +8719,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8612,6 +8729,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8621,6 +8739,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8631,6 +8750,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8654,6 +8774,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8663,6 +8784,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8673,6 +8795,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8682,6 +8805,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `token_not_allowed`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8691,6 +8815,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8701,6 +8826,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8725,6 +8851,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8734,6 +8861,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8744,6 +8872,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8753,6 +8882,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8762,6 +8892,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8771,6 +8902,7 @@ export interface operations {
             /** @description Unprocessable. `error_code`: `weak_password`. */
             422: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8781,6 +8913,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8790,6 +8923,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8800,6 +8934,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8824,6 +8959,7 @@ export interface operations {
             /** @description successfully enqueued operation */
             202: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8833,6 +8969,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_email`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8842,6 +8979,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8852,6 +8990,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8861,6 +9000,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8871,6 +9011,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8895,6 +9036,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8904,6 +9046,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8914,6 +9057,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8923,6 +9067,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8933,6 +9078,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8942,6 +9088,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8952,6 +9099,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8972,6 +9120,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8982,6 +9131,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8991,6 +9141,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9000,6 +9151,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9010,6 +9162,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9034,6 +9187,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9043,6 +9197,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9053,6 +9208,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9062,6 +9218,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9071,6 +9228,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9081,6 +9239,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9105,6 +9264,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9114,6 +9274,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_reset_token`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9123,6 +9284,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9132,6 +9294,7 @@ export interface operations {
             /** @description Gone. `error_code`: `reset_token_used`, `reset_token_expired`. */
             410: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9141,6 +9304,7 @@ export interface operations {
             /** @description Unprocessable. `error_code`: `weak_password`. */
             422: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9151,6 +9315,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9160,6 +9325,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9170,6 +9336,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9190,6 +9357,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9200,6 +9368,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9209,6 +9378,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9218,6 +9388,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9228,6 +9399,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9251,6 +9423,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9260,6 +9433,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9270,6 +9444,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9279,6 +9454,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9288,6 +9464,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9297,6 +9474,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9307,6 +9485,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9327,6 +9506,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9337,6 +9517,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9346,6 +9527,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9355,6 +9537,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9365,6 +9548,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9389,6 +9573,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9398,6 +9583,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_email`, `invalid_name`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9407,6 +9593,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9416,6 +9603,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `email_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9425,6 +9613,7 @@ export interface operations {
             /** @description Unprocessable. `error_code`: `weak_password`. */
             422: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9435,6 +9624,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9444,6 +9634,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9454,6 +9645,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9478,6 +9670,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9487,6 +9680,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_invitation`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9497,6 +9691,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9506,6 +9701,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9515,6 +9711,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `email_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9524,6 +9721,7 @@ export interface operations {
             /** @description Gone. `error_code`: `invitation_used`, `invitation_revoked`, `invitation_expired`. */
             410: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9533,6 +9731,7 @@ export interface operations {
             /** @description Unprocessable. `error_code`: `weak_password`. */
             422: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9543,6 +9742,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9552,6 +9752,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9562,6 +9763,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9586,6 +9788,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9595,6 +9798,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_sso_state`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9605,6 +9809,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9614,6 +9819,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `sso_not_assigned`, `membership_suspended`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9623,6 +9829,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9632,6 +9839,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `email_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9642,6 +9850,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9651,6 +9860,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9660,6 +9870,7 @@ export interface operations {
             /** @description The model provider failed. `error_code`: `sso_provider_unavailable`. */
             502: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9670,6 +9881,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9694,6 +9906,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9703,6 +9916,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_redirect_uri`, `invalid_email`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9712,6 +9926,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9721,6 +9936,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9731,6 +9947,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9740,6 +9957,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9749,6 +9967,7 @@ export interface operations {
             /** @description The model provider failed. `error_code`: `sso_provider_unavailable`. */
             502: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9759,6 +9978,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9783,6 +10003,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9792,6 +10013,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_scope`, `invalid_name`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9802,6 +10024,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9811,6 +10034,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9820,6 +10044,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9829,6 +10054,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `too_many_tokens`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9838,6 +10064,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9848,6 +10075,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9868,6 +10096,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9878,6 +10107,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9887,6 +10117,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9896,6 +10127,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9906,6 +10138,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9929,6 +10162,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9938,6 +10172,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9948,6 +10183,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9957,6 +10193,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9966,6 +10203,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9975,6 +10213,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9985,6 +10224,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10010,6 +10250,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10019,6 +10260,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10029,6 +10271,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10038,6 +10281,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10047,6 +10291,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10056,6 +10301,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10066,6 +10312,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10095,6 +10342,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10104,6 +10352,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_title`, `invalid_settings`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10114,6 +10363,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10123,6 +10373,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10132,6 +10383,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10141,6 +10393,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10150,6 +10403,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10160,6 +10414,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10187,6 +10442,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10196,6 +10452,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_title`, `invalid_settings`, `unknown_folder`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10206,6 +10463,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10215,6 +10473,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10224,6 +10483,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10233,6 +10493,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10243,6 +10504,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10266,6 +10528,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10275,6 +10538,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10285,6 +10549,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10294,6 +10559,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10303,6 +10569,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10313,6 +10580,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10340,6 +10608,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10349,6 +10618,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10359,6 +10629,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10368,6 +10639,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10377,6 +10649,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10386,6 +10659,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10396,6 +10670,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10419,6 +10694,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10428,6 +10704,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10438,6 +10715,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10447,6 +10725,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10456,6 +10735,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10465,6 +10745,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10475,6 +10756,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10502,6 +10784,7 @@ export interface operations {
             /** @description A Server-Sent Events stream: each event is a line `data: <json>` followed by a blank line, the JSON being a `ChatStreamEvent`; in resumable streams an `id: N` line (the event's number, for `Last-Event-ID`) precedes it. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10511,6 +10794,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`, `not_a_question`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10521,6 +10805,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10530,6 +10815,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10539,6 +10825,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10548,6 +10835,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10557,6 +10845,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `agent_not_active`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10567,6 +10856,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10576,6 +10866,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10586,6 +10877,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10613,6 +10905,7 @@ export interface operations {
             /** @description With `format=json` (the default) one `ChatExportDocument` JSON document, with `format=markdown` Markdown text; streamed as it is read, with `Content-Disposition: attachment`. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10623,6 +10916,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10633,6 +10927,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10642,6 +10937,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10651,6 +10947,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10660,6 +10957,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10670,6 +10968,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10695,6 +10994,7 @@ export interface operations {
             /** @description With `format=json` (the default) one `ChatExportDocument` JSON document, with `format=markdown` Markdown text; streamed as it is read, with `Content-Disposition: attachment`. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10705,6 +11005,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10715,6 +11016,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10724,6 +11026,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10733,6 +11036,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10743,6 +11047,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10770,6 +11075,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10779,6 +11085,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `not_an_answer`, `invalid_comment`, `invalid_tags`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10789,6 +11096,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10798,6 +11106,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10807,6 +11116,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10816,6 +11126,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10825,6 +11136,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `answer_streaming`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10834,6 +11146,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10844,6 +11157,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10869,6 +11183,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10878,6 +11193,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10888,6 +11204,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10897,6 +11214,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10906,6 +11224,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10915,6 +11234,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10925,6 +11245,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10948,6 +11269,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10957,6 +11279,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10967,6 +11290,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10976,6 +11300,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10985,6 +11310,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10995,6 +11321,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11024,6 +11351,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11033,6 +11361,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11043,6 +11372,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11052,6 +11382,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11061,6 +11392,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11070,6 +11402,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11079,6 +11412,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `folder_name_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11088,6 +11422,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11098,6 +11433,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11125,6 +11461,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11134,6 +11471,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11144,6 +11482,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11153,6 +11492,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11162,6 +11502,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11171,6 +11512,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `folder_name_taken`, `too_many_folders`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11180,6 +11522,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11190,6 +11533,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11215,6 +11559,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11224,6 +11569,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11234,6 +11580,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11243,6 +11590,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11252,6 +11600,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11261,6 +11610,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11271,6 +11621,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11298,6 +11649,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11307,6 +11659,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11317,6 +11670,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11326,6 +11680,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11335,6 +11690,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11344,6 +11700,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11353,6 +11710,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11363,6 +11721,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11392,6 +11751,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11401,6 +11761,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `unrecognized_import_format`, `invalid_import_file`, `empty_import`, `import_limits_exceeded`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11411,6 +11772,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11420,6 +11782,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11429,6 +11792,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11438,6 +11802,7 @@ export interface operations {
             /** @description Payload too large. `error_code`: `file_too_large`. */
             413: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11447,6 +11812,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11457,6 +11823,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11490,6 +11857,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11499,6 +11867,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11509,6 +11878,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11518,6 +11888,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11527,6 +11898,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11537,6 +11909,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11564,6 +11937,7 @@ export interface operations {
             /** @description A Server-Sent Events stream: each event is a line `data: <json>` followed by a blank line, the JSON being a `ChatStreamEvent`; in resumable streams an `id: N` line (the event's number, for `Last-Event-ID`) precedes it. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11573,6 +11947,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `model_unavailable`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11583,6 +11958,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11592,6 +11968,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11601,6 +11978,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11610,6 +11988,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11620,6 +11999,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11647,6 +12027,7 @@ export interface operations {
             /** @description A Server-Sent Events stream: each event is a line `data: <json>` followed by a blank line, the JSON being a `ChatStreamEvent`; in resumable streams an `id: N` line (the event's number, for `Last-Event-ID`) precedes it. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11656,6 +12037,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`, `not_an_answer`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11666,6 +12048,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11675,6 +12058,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11684,6 +12068,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11693,6 +12078,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11702,6 +12088,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `agent_not_active`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11712,6 +12099,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11721,6 +12109,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11731,6 +12120,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11764,6 +12154,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11773,6 +12164,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_query`, `invalid_pagination`, `invalid_cursor`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11783,6 +12175,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11792,6 +12185,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11801,6 +12195,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11811,6 +12206,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11838,6 +12234,7 @@ export interface operations {
             /** @description A Server-Sent Events stream: each event is a line `data: <json>` followed by a blank line, the JSON being a `ChatStreamEvent`; in resumable streams an `id: N` line (the event's number, for `Last-Event-ID`) precedes it. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11847,6 +12244,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11857,6 +12255,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11866,6 +12265,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11875,6 +12275,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11884,6 +12285,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11893,6 +12295,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `agent_not_active`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11903,6 +12306,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11912,6 +12316,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11922,6 +12327,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11947,6 +12353,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11956,6 +12363,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11966,6 +12374,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11975,6 +12384,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11984,6 +12394,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -11993,6 +12404,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `share_too_large`, `nothing_to_share`, `too_many_shares`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12002,6 +12414,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12012,6 +12425,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12037,6 +12451,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12046,6 +12461,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12056,6 +12472,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12065,6 +12482,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12074,6 +12492,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12083,6 +12502,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12093,6 +12513,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12122,6 +12543,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12131,6 +12553,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12141,6 +12564,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12150,6 +12574,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12159,6 +12584,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12169,6 +12595,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12194,6 +12621,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12203,6 +12631,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12213,6 +12642,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12222,6 +12652,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12231,6 +12662,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12240,6 +12672,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12250,6 +12683,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12275,6 +12709,7 @@ export interface operations {
             /** @description A Server-Sent Events stream: each event is a line `data: <json>` followed by a blank line, the JSON being a `ChatStreamEvent`; in resumable streams an `id: N` line (the event's number, for `Last-Event-ID`) precedes it. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12284,6 +12719,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12294,6 +12730,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12303,6 +12740,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12312,6 +12750,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12321,6 +12760,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12331,6 +12771,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12360,6 +12801,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12369,6 +12811,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12379,6 +12822,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12388,6 +12832,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12397,6 +12842,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12406,6 +12852,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12415,6 +12862,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12425,6 +12873,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12456,6 +12905,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12465,6 +12915,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_audio`, `unsupported_audio_format`, `unsupported_language`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12475,6 +12926,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12484,6 +12936,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12493,6 +12946,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12502,6 +12956,7 @@ export interface operations {
             /** @description Payload too large. `error_code`: `file_too_large`. */
             413: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12511,6 +12966,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12521,6 +12977,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12550,6 +13007,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12559,6 +13017,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_upload`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12569,6 +13028,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12578,6 +13038,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12587,6 +13048,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12596,6 +13058,7 @@ export interface operations {
             /** @description Payload too large. `error_code`: `file_too_large`. */
             413: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12605,6 +13068,7 @@ export interface operations {
             /** @description Unsupported media type. `error_code`: `unsupported_file_type`. */
             415: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12614,6 +13078,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12624,6 +13089,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12649,6 +13115,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12658,6 +13125,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12668,6 +13136,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12691,6 +13160,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12700,6 +13170,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12710,6 +13181,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12719,6 +13191,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12728,6 +13201,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12738,6 +13212,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12765,6 +13240,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12774,6 +13250,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_title`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12784,6 +13261,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12793,6 +13271,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12802,6 +13281,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12811,6 +13291,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12821,6 +13302,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12848,6 +13330,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12857,6 +13340,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12867,6 +13351,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12876,6 +13361,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12885,6 +13371,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12894,6 +13381,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12903,6 +13391,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12913,6 +13402,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12940,6 +13430,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12949,6 +13440,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `not_an_answer`, `invalid_comment`, `invalid_tags`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12959,6 +13451,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12968,6 +13461,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12977,6 +13471,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12986,6 +13481,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12995,6 +13491,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `answer_streaming`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13004,6 +13501,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13014,6 +13512,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13039,6 +13538,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13048,6 +13548,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13058,6 +13559,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13067,6 +13569,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13076,6 +13579,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13085,6 +13589,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13095,6 +13600,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13120,6 +13626,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13129,6 +13636,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13139,6 +13647,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13148,6 +13657,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13157,6 +13667,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13166,6 +13677,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13176,6 +13688,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13203,6 +13716,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13212,6 +13726,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13222,6 +13737,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13231,6 +13747,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13240,6 +13757,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13250,6 +13768,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13279,6 +13798,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13288,6 +13808,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13298,6 +13819,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13307,6 +13829,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13316,6 +13839,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13325,6 +13849,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13335,6 +13860,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13360,6 +13886,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13369,6 +13896,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13379,6 +13907,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13388,6 +13917,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13397,6 +13927,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13406,6 +13937,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13416,6 +13948,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13441,6 +13974,7 @@ export interface operations {
             /** @description A Server-Sent Events stream: each event is a line `data: <json>` followed by a blank line, the JSON being a `ConversationStreamEvent`; in resumable streams an `id: N` line (the event's number, for `Last-Event-ID`) precedes it. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13450,6 +13984,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13460,6 +13995,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13469,6 +14005,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13478,6 +14015,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13487,6 +14025,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13497,6 +14036,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13524,6 +14064,7 @@ export interface operations {
             /** @description A Server-Sent Events stream: each event is a line `data: <json>` followed by a blank line, the JSON being a `ConversationStreamEvent`; in resumable streams an `id: N` line (the event's number, for `Last-Event-ID`) precedes it. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13533,6 +14074,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `model_unavailable`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13543,6 +14085,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13552,6 +14095,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13561,6 +14105,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13570,6 +14115,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13580,6 +14126,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13589,6 +14136,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13599,6 +14147,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13635,6 +14184,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13644,6 +14194,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `invalid_signature`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13653,6 +14204,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13662,6 +14214,7 @@ export interface operations {
             /** @description Gone. `error_code`: `link_expired`. */
             410: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13671,6 +14224,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13681,6 +14235,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13708,6 +14263,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13717,6 +14273,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13727,6 +14284,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13736,6 +14294,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13745,6 +14304,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13754,6 +14314,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13764,6 +14325,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13791,6 +14353,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13800,6 +14363,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_email`, `invalid_message`, `invalid_role`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13810,6 +14374,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13819,6 +14384,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13828,6 +14394,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13837,6 +14404,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `already_member`, `invitation_pending`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13846,6 +14414,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13856,6 +14425,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13879,6 +14449,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13888,6 +14459,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13898,6 +14470,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13907,6 +14480,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13916,6 +14490,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13925,6 +14500,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13935,6 +14511,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13964,6 +14541,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13973,6 +14551,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13983,6 +14562,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -13992,6 +14572,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14001,6 +14582,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14011,6 +14593,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14034,6 +14617,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14043,6 +14627,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14053,6 +14638,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14062,6 +14648,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14071,6 +14658,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14080,6 +14668,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `invitation_not_pending`, `invitation_token_unavailable`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14089,6 +14678,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14099,6 +14689,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14122,6 +14713,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14131,6 +14723,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14141,6 +14734,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14150,6 +14744,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14159,6 +14754,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14168,6 +14764,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `invitation_not_pending`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14177,6 +14774,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14187,6 +14785,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14210,6 +14809,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14219,6 +14819,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14228,6 +14829,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14238,6 +14840,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14265,6 +14868,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14274,6 +14878,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_source`, `too_many_sources`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14284,6 +14889,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14293,6 +14899,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14302,6 +14909,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14311,6 +14919,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14320,6 +14929,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14330,6 +14940,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14357,6 +14968,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14366,6 +14978,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`, `invalid_source`, `unknown_embedding_model`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14376,6 +14989,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14385,6 +14999,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14394,6 +15009,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14403,6 +15019,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14413,6 +15030,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14436,6 +15054,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14445,6 +15064,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14455,6 +15075,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14464,6 +15085,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14473,6 +15095,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14482,6 +15105,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14492,6 +15116,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14517,6 +15142,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14526,6 +15152,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14536,6 +15163,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14545,6 +15173,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14554,6 +15183,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14563,6 +15193,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14573,6 +15204,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14596,6 +15228,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14605,6 +15238,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14615,6 +15249,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14624,6 +15259,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14633,6 +15269,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14642,6 +15279,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14652,6 +15290,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14675,6 +15314,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14684,6 +15324,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14694,6 +15335,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14703,6 +15345,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14712,6 +15355,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14721,6 +15365,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14731,6 +15376,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14758,6 +15404,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14767,6 +15414,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14777,6 +15425,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14786,6 +15435,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14795,6 +15445,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14805,6 +15456,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14832,6 +15484,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14841,6 +15494,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14851,6 +15505,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14860,6 +15515,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14869,6 +15525,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14878,6 +15535,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14888,6 +15546,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14915,6 +15574,7 @@ export interface operations {
             /** @description The answer as JSON, or with `stream` Server-Sent Events (`data: <json>` lines) */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14925,6 +15585,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_query`, `model_unavailable`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14935,6 +15596,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14944,6 +15606,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14953,6 +15616,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14962,6 +15626,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14971,6 +15636,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -14981,6 +15647,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15006,6 +15673,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15015,6 +15683,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15025,6 +15694,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15034,6 +15704,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15043,6 +15714,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15052,6 +15724,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `document_not_failed`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15061,6 +15734,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15071,6 +15745,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15098,6 +15773,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15107,6 +15783,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_query`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15117,6 +15794,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15126,6 +15804,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15135,6 +15814,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15144,6 +15824,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15153,6 +15834,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15163,6 +15845,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15190,6 +15873,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15199,6 +15883,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15209,6 +15894,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15218,6 +15904,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15227,6 +15914,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15236,6 +15924,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15245,6 +15934,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15255,6 +15945,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15294,6 +15985,7 @@ export interface operations {
                 headers: {
                     /** @description HTTP "Location" header */
                     location: string;
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -15301,6 +15993,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15310,6 +16003,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15320,6 +16014,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15347,6 +16042,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15356,6 +16052,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_flow_type`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15366,6 +16063,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15375,6 +16073,7 @@ export interface operations {
             /** @description Payment required. `error_code`: `mcp_sessions_quota_exceeded`. */
             402: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15384,6 +16083,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15393,6 +16093,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15402,6 +16103,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15411,6 +16113,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15420,6 +16123,7 @@ export interface operations {
             /** @description The model provider failed. `error_code`: `mcp_server_unavailable`. */
             502: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15430,6 +16134,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15453,6 +16158,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15463,6 +16169,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15472,6 +16179,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15481,6 +16189,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15490,6 +16199,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `mcp_instance_not_active`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15499,6 +16209,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15508,6 +16219,7 @@ export interface operations {
             /** @description The model provider failed. `error_code`: `mcp_server_unavailable`. */
             502: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15518,6 +16230,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15553,6 +16266,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15563,6 +16277,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15572,6 +16287,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15581,6 +16297,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15590,6 +16307,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15599,6 +16317,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `mcp_instance_not_active`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15608,6 +16327,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15617,6 +16337,7 @@ export interface operations {
             /** @description The model provider failed. `error_code`: `mcp_server_unavailable`. */
             502: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15627,6 +16348,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15658,6 +16380,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15668,6 +16391,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15677,6 +16401,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15686,6 +16411,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15695,6 +16421,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `mcp_instance_not_active`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15704,6 +16431,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15713,6 +16441,7 @@ export interface operations {
             /** @description The model provider failed. `error_code`: `mcp_server_unavailable`. */
             502: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15723,6 +16452,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15758,6 +16488,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15767,6 +16498,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15777,6 +16509,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15786,6 +16519,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15795,6 +16529,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15804,6 +16539,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15813,6 +16549,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15823,6 +16560,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15852,6 +16590,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15861,6 +16600,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15871,6 +16611,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15880,6 +16621,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15889,6 +16631,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15898,6 +16641,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15907,6 +16651,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15917,6 +16662,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15942,6 +16688,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15951,6 +16698,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15961,6 +16709,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15970,6 +16719,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15979,6 +16729,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15988,6 +16739,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -15998,6 +16750,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16023,6 +16776,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16032,6 +16786,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16042,6 +16797,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16051,6 +16807,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16060,6 +16817,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16070,6 +16828,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16093,6 +16852,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16102,6 +16862,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16112,6 +16873,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16121,6 +16883,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16130,6 +16893,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16140,6 +16904,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16165,6 +16930,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16174,6 +16940,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16184,6 +16951,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16193,6 +16961,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16202,6 +16971,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16211,6 +16981,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16220,6 +16991,7 @@ export interface operations {
             /** @description The model provider failed. `error_code`: `mcp_server_unavailable`. */
             502: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16230,6 +17002,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16257,6 +17030,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_model`, `model_unavailable`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16267,6 +17041,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16276,6 +17051,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `budget_exceeded`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16285,6 +17061,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16294,6 +17071,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16303,6 +17081,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16313,6 +17092,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16344,6 +17124,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16353,6 +17134,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16363,6 +17145,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16372,6 +17155,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16381,6 +17165,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16391,6 +17176,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16415,6 +17201,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16424,6 +17211,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_role`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16434,6 +17222,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16443,6 +17232,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `feature_disabled`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16452,6 +17242,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16461,6 +17252,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16470,6 +17262,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `already_member`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16479,6 +17272,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16489,6 +17283,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16516,6 +17311,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16525,6 +17321,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_budget`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16535,6 +17332,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16544,6 +17342,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16553,6 +17352,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16562,6 +17362,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16571,6 +17372,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `budget_exists`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16580,6 +17382,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16590,6 +17393,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16615,6 +17419,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16624,6 +17429,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16634,6 +17440,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16643,6 +17450,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16652,6 +17460,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16661,6 +17470,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16671,6 +17481,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16694,6 +17505,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16703,6 +17515,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16713,6 +17526,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16722,6 +17536,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16731,6 +17546,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16741,6 +17557,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16770,6 +17587,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16779,6 +17597,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_budget`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16789,6 +17608,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16798,6 +17618,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16807,6 +17628,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16816,6 +17638,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16825,6 +17648,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16835,6 +17659,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16858,6 +17683,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16867,6 +17693,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16877,6 +17704,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16886,6 +17714,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `org_name_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16895,6 +17724,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16905,6 +17735,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16932,6 +17763,7 @@ export interface operations {
             /** @description successfully enqueued operation */
             202: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16941,6 +17773,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `confirmation_mismatch`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16951,6 +17784,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16960,6 +17794,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16969,6 +17804,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16978,6 +17814,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `personal_organization`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16987,6 +17824,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -16997,6 +17835,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17020,6 +17859,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17029,6 +17869,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17039,6 +17880,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17048,6 +17890,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17057,6 +17900,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17067,6 +17911,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17090,6 +17935,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17099,6 +17945,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17109,6 +17956,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17118,6 +17966,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17127,6 +17976,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17137,6 +17987,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17164,6 +18015,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17173,6 +18025,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_quota`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17183,6 +18036,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17192,6 +18046,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17201,6 +18056,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17210,6 +18066,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17219,6 +18076,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17229,6 +18087,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17278,6 +18137,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17288,6 +18148,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17297,6 +18158,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17306,6 +18168,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17316,6 +18179,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17357,6 +18221,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17366,6 +18231,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`, `invalid_cursor`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17376,6 +18242,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17385,6 +18252,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17394,6 +18262,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17404,6 +18273,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17427,6 +18297,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17436,6 +18307,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17446,6 +18318,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17455,6 +18328,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17464,6 +18338,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `last_owner`, `personal_organization`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17473,6 +18348,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17483,6 +18359,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17508,6 +18385,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17517,6 +18395,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17527,6 +18406,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17536,6 +18416,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17546,6 +18427,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17573,6 +18455,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17582,6 +18465,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_role`, `invalid_scope`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17592,6 +18476,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17601,6 +18486,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17610,6 +18496,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17619,6 +18506,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `too_many_service_accounts`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17628,6 +18516,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17638,6 +18527,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17663,6 +18553,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17672,6 +18563,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17682,6 +18574,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17691,6 +18584,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17700,6 +18594,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17709,6 +18604,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17719,6 +18615,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17742,6 +18639,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17751,6 +18649,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17761,6 +18660,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17770,6 +18670,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17779,6 +18680,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17789,6 +18691,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17818,6 +18721,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17827,6 +18731,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_scope`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17837,6 +18742,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17846,6 +18752,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17855,6 +18762,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17864,6 +18772,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17873,6 +18782,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17883,6 +18793,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17906,6 +18817,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17915,6 +18827,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17925,6 +18838,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17934,6 +18848,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17943,6 +18858,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17952,6 +18868,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17962,6 +18879,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17989,6 +18907,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -17998,6 +18917,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_url`, `url_not_allowed`, `invalid_domains`, `invalid_role`, `sso_issuer_mismatch`, `invalid_sso_provider`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18008,6 +18928,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18017,6 +18938,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18026,6 +18948,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18035,6 +18958,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `sso_domain_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18044,6 +18968,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18054,6 +18979,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18077,6 +19003,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18086,6 +19013,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18096,6 +19024,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18105,6 +19034,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18114,6 +19044,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18123,6 +19054,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18133,6 +19065,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18160,6 +19093,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18169,6 +19103,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `member_not_active`, `cannot_target_self`, `role_already_assigned`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18179,6 +19114,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18188,6 +19124,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18197,6 +19134,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18206,6 +19144,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18215,6 +19154,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `personal_organization`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18224,6 +19164,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18234,6 +19175,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18261,6 +19203,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18270,6 +19213,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18280,6 +19224,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18289,6 +19234,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18298,6 +19244,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18307,6 +19254,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `org_name_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18316,6 +19264,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18326,6 +19275,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18364,6 +19314,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_range`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18374,6 +19325,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18383,6 +19335,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18392,6 +19345,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18402,6 +19356,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18431,6 +19386,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18440,6 +19396,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_range`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18450,6 +19407,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18459,6 +19417,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18468,6 +19427,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18478,6 +19438,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18505,6 +19466,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18514,6 +19476,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_url`, `url_not_allowed`, `invalid_event_types`, `invalid_description`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18524,6 +19487,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18533,6 +19497,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18542,6 +19507,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18551,6 +19517,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `too_many_webhooks`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18560,6 +19527,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18570,6 +19538,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18595,6 +19564,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18604,6 +19574,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18614,6 +19585,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18623,6 +19595,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18632,6 +19605,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18641,6 +19615,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18651,6 +19626,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18684,6 +19660,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18693,6 +19670,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`, `invalid_cursor`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18703,6 +19681,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18712,6 +19691,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18721,6 +19701,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18731,6 +19712,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18756,6 +19738,7 @@ export interface operations {
             /** @description successfully enqueued operation */
             202: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18765,6 +19748,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18775,6 +19759,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18784,6 +19769,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18793,6 +19779,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18802,6 +19789,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18812,6 +19800,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18837,6 +19826,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18846,6 +19836,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18856,6 +19847,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18865,6 +19857,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18874,6 +19867,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18883,6 +19877,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18893,6 +19888,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18916,6 +19912,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18925,6 +19922,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18935,6 +19933,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18944,6 +19943,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18953,6 +19953,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18963,6 +19964,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18988,6 +19990,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -18997,6 +20000,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19007,6 +20011,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19016,6 +20021,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19025,6 +20031,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19034,6 +20041,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19044,6 +20052,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19069,6 +20078,7 @@ export interface operations {
             /** @description successfully enqueued operation */
             202: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19078,6 +20088,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19088,6 +20099,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19097,6 +20109,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19106,6 +20119,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19115,6 +20129,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19125,6 +20140,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19154,6 +20170,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19163,6 +20180,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_url`, `url_not_allowed`, `invalid_event_types`, `invalid_description`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19173,6 +20191,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19182,6 +20201,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19191,6 +20211,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19200,6 +20221,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19209,6 +20231,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19219,6 +20242,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19246,6 +20270,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19255,6 +20280,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_hierarchy_level`, `unknown_permission`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19265,6 +20291,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19274,6 +20301,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `role_level_too_high`, `permission_not_held`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19283,6 +20311,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19292,6 +20321,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `role_name_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19301,6 +20331,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19311,6 +20342,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19336,6 +20368,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19345,6 +20378,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19355,6 +20389,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19364,6 +20399,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19374,6 +20410,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19401,6 +20438,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19410,6 +20448,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19420,6 +20459,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19429,6 +20469,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19438,6 +20479,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19448,6 +20490,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19472,6 +20515,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19481,6 +20525,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_permission_name`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19491,6 +20536,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19500,6 +20546,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19509,6 +20556,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19518,6 +20566,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `permission_exists`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19527,6 +20576,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19537,6 +20587,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19560,6 +20611,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19569,6 +20621,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19579,6 +20632,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19588,6 +20642,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19597,6 +20652,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19606,6 +20662,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `permission_protected`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19615,6 +20672,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19625,6 +20683,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19650,6 +20709,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19659,6 +20719,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19669,6 +20730,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19678,6 +20740,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19687,6 +20750,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19696,6 +20760,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `role_in_use`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19705,6 +20770,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19715,6 +20781,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19744,6 +20811,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19753,6 +20821,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_hierarchy_level`, `unknown_permission`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19763,6 +20832,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19772,6 +20842,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `system_role_immutable`, `role_level_too_high`, `permission_not_held`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19781,6 +20852,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19790,6 +20862,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19799,6 +20872,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `role_name_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19808,6 +20882,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19818,6 +20893,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19841,6 +20917,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19850,6 +20927,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19859,6 +20937,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19869,6 +20948,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19878,6 +20958,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19888,6 +20969,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19911,6 +20993,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19920,6 +21003,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19930,6 +21014,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19939,6 +21024,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19948,6 +21034,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19958,6 +21045,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19987,6 +21075,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -19996,6 +21085,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`, `invalid_version`, `invalid_logo_url`, `unknown_category`, `invalid_parameter`, `duplicate_parameter`, `invalid_default`, `invalid_function`, `empty_code`, `invalid_code`, `invalid_requirement`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20006,6 +21096,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20015,6 +21106,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20024,6 +21116,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20033,6 +21126,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20042,6 +21136,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `tool_name_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20051,6 +21146,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20061,6 +21157,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20088,6 +21185,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20097,6 +21195,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`, `invalid_version`, `invalid_logo_url`, `unknown_category`, `invalid_parameter`, `duplicate_parameter`, `invalid_default`, `invalid_function`, `empty_code`, `invalid_code`, `invalid_requirement`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20107,6 +21206,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20116,6 +21216,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20125,6 +21226,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20134,6 +21236,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `tool_name_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20143,6 +21246,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20153,6 +21257,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20180,6 +21285,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20189,6 +21295,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20199,6 +21306,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20208,6 +21316,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20217,6 +21326,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20226,6 +21336,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `category_name_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20235,6 +21346,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20245,6 +21357,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20270,6 +21383,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20279,6 +21393,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20289,6 +21404,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20298,6 +21414,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20307,6 +21424,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20316,6 +21434,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `tool_in_use`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20325,6 +21444,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20335,6 +21455,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20360,6 +21481,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20369,6 +21491,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20379,6 +21502,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20388,6 +21512,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20397,6 +21522,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20406,6 +21532,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `category_in_use`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20415,6 +21542,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20425,6 +21553,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20450,6 +21579,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20459,6 +21589,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20469,6 +21600,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20478,6 +21610,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20487,6 +21620,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20496,6 +21630,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20506,6 +21641,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20533,6 +21669,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20542,6 +21679,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20552,6 +21690,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20561,6 +21700,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20570,6 +21710,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20580,6 +21721,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20607,6 +21749,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20616,6 +21759,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20626,6 +21770,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20635,6 +21780,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20644,6 +21790,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20654,6 +21801,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20683,6 +21831,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20692,6 +21841,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_input`, `tool_inactive`, `tool_requirement_missing`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20702,6 +21852,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20711,6 +21862,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20720,6 +21872,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20729,6 +21882,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20738,6 +21892,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20748,6 +21903,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20777,6 +21933,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20786,6 +21943,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_name`, `invalid_description`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20796,6 +21954,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20805,6 +21964,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20814,6 +21974,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20823,6 +21984,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20832,6 +21994,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `category_name_taken`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20841,6 +22004,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20851,6 +22015,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20878,6 +22043,7 @@ export interface operations {
             /** @description successful creation */
             201: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20887,6 +22053,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_email`, `invalid_name`, `invalid_role`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20897,6 +22064,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20906,6 +22074,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20915,6 +22084,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20924,6 +22094,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `already_member`, `invitation_pending`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20933,6 +22104,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20943,6 +22115,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20972,6 +22145,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20981,6 +22155,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_pagination`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -20991,6 +22166,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21000,6 +22176,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21009,6 +22186,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21019,6 +22197,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21039,6 +22218,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21049,6 +22229,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21058,6 +22239,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21068,6 +22250,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21092,6 +22275,7 @@ export interface operations {
             /** @description successfully enqueued operation */
             202: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21101,6 +22285,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21111,6 +22296,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21120,6 +22306,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `invalid_password`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21129,6 +22316,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21138,6 +22326,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `sole_owner`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21148,6 +22337,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21157,6 +22347,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21167,6 +22358,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21187,6 +22379,7 @@ export interface operations {
             /** @description One `AccountExport` JSON document, streamed as it is read. */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21197,6 +22390,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21206,6 +22400,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21215,6 +22410,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21225,6 +22421,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21250,6 +22447,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21259,6 +22457,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `member_not_suspended`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21269,6 +22468,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21278,6 +22478,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21287,6 +22488,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21296,6 +22498,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21306,6 +22509,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21331,6 +22535,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21340,6 +22545,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `member_invited`, `cannot_target_self`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21350,6 +22556,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21359,6 +22566,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21368,6 +22576,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21377,6 +22586,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `last_owner`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21386,6 +22596,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21396,6 +22607,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21421,6 +22633,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21430,6 +22643,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `member_not_active`, `cannot_target_self`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21440,6 +22654,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21449,6 +22664,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `member_level_too_high`, `insufficient_scope`, `sso_required`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21458,6 +22674,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21467,6 +22684,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `last_owner`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21476,6 +22694,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21486,6 +22705,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21515,6 +22735,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21524,6 +22745,7 @@ export interface operations {
             /** @description Bad request. `error_code`: `invalid_request`, `invalid_role`, `member_not_active`, `role_already_assigned`. */
             400: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21534,6 +22756,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21543,6 +22766,7 @@ export interface operations {
             /** @description Forbidden. `error_code`: `forbidden`, `owner_role_not_assignable`, `role_level_too_high`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
             403: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21552,6 +22776,7 @@ export interface operations {
             /** @description Not found. `error_code`: `not_found`. */
             404: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21561,6 +22786,7 @@ export interface operations {
             /** @description Request timeout. `error_code`: `request_timeout`. */
             408: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21570,6 +22796,7 @@ export interface operations {
             /** @description Conflict. `error_code`: `concurrent_update`. */
             409: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21579,6 +22806,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21589,6 +22817,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21609,6 +22838,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21618,6 +22848,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21638,6 +22869,7 @@ export interface operations {
             /** @description successful operation */
             200: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21647,6 +22879,7 @@ export interface operations {
             /** @description Internal error. `error_code`: `internal_error`. */
             500: {
                 headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -21657,6 +22890,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -94,6 +94,9 @@ pub enum SignIn {
     Suspended,
     /// The role to give does not exist (any more).
     UnknownRole,
+    /// Another sign-in of the same person made their account or link at
+    /// the same moment: nothing was written; sign in again (it finds them).
+    Raced,
 }
 
 const PROVIDER_SQL: &str = "SELECT {cols} FROM sso_providers p WHERE p.organization_id = $1";
@@ -352,19 +355,24 @@ impl Datastore {
                     Some((_, false)) => return Ok(SignIn::EmailTaken),
                     None => {
                         let user_id = Uuid::new_v4();
-                        tx.execute(
-                            "INSERT INTO users (id, email, email_normalized, first_name, \
-                                 last_name, password_hash) VALUES ($1, $2, $3, $4, $5, $6)",
-                            &[
-                                &user_id,
-                                &person.email,
-                                &person.email_normalized,
-                                &person.first_name,
-                                &person.last_name,
-                                &person.unusable_password_hash,
-                            ],
-                        )
-                        .await?;
+                        let made = tx
+                            .execute(
+                                "INSERT INTO users (id, email, email_normalized, first_name, \
+                                 last_name, password_hash) VALUES ($1, $2, $3, $4, $5, $6) \
+                             ON CONFLICT (email_normalized) DO NOTHING",
+                                &[
+                                    &user_id,
+                                    &person.email,
+                                    &person.email_normalized,
+                                    &person.first_name,
+                                    &person.last_name,
+                                    &person.unusable_password_hash,
+                                ],
+                            )
+                            .await?;
+                        if made == 0 {
+                            return Ok(SignIn::Raced);
+                        }
                         // As a signup makes it.
                         let name =
                             format!("{} {}'s organization", person.first_name, person.last_name);
@@ -380,12 +388,16 @@ impl Datastore {
                         user_id
                     }
                 };
-                tx.execute(
-                    "INSERT INTO sso_identities (organization_id, issuer, subject, user_id) \
-                     VALUES ($1, $2, $3, $4)",
-                    &[&org_id, &person.issuer, &person.subject, &user_id],
-                )
-                .await?;
+                let linked = tx
+                    .execute(
+                        "INSERT INTO sso_identities (organization_id, issuer, subject, user_id) \
+                         VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                        &[&org_id, &person.issuer, &person.subject, &user_id],
+                    )
+                    .await?;
+                if linked == 0 {
+                    return Ok(SignIn::Raced);
+                }
                 user_id
             }
         };
