@@ -392,30 +392,10 @@ fn strip_one_newline(text: &str) -> &str {
 pub(crate) fn auth_login_command() -> Command {
     Command::new("login")
         .about("Log in and store the access and refresh tokens in the profile")
-        .arg(Arg::new("email").long("email").required(true).help("E-mail address of the account"))
-        .arg(Arg::new("password").long("password").conflicts_with("sso").help(
+        .arg(Arg::new("email").long("email").required(true))
+        .arg(Arg::new("password").long("password").help(
             "Password (default: WORKSPACE_PASSWORD, a prompt on a terminal, else one line of stdin)",
         ))
-        .arg(
-            Arg::new("sso")
-                .long("sso")
-                .action(ArgAction::SetTrue)
-                .help(
-                    "Sign in through the single sign-on of the e-mail address's organization: \
-                     prints the provider's address to open in a browser and waits for its \
-                     redirect on --redirect-uri",
-                ),
-        )
-        .arg(
-            Arg::new("redirect-uri")
-                .long("redirect-uri")
-                .requires("sso")
-                .help(
-                    "With --sso: the loopback address the CLI listens on for the provider's \
-                     redirect, registered at the provider (default \
-                     http://127.0.0.1:8765/callback)",
-                ),
-        )
 }
 
 pub(crate) fn auth_other_commands() -> Vec<Command> {

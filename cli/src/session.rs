@@ -259,13 +259,6 @@ pub async fn login(profile: &str, url: &str, m: &ArgMatches) -> Result<()> {
         .get_one::<String>("email")
         .cloned()
         .context("--email is required")?;
-    if m.get_flag("sso") {
-        let redirect = m
-            .get_one::<String>("redirect-uri")
-            .cloned()
-            .unwrap_or_else(|| DEFAULT_SSO_REDIRECT.to_string());
-        return sso_login(profile, url, &email, &redirect).await;
-    }
     let password = match m.get_one::<String>("password") {
         Some(p) => p.clone(),
         None if std::env::var("WORKSPACE_PASSWORD").is_ok_and(|p| !p.is_empty()) => {
@@ -294,131 +287,8 @@ pub async fn login(profile: &str, url: &str, m: &ArgMatches) -> Result<()> {
         .send()
         .await;
     match response {
-        Ok(token) => save_login(profile, url, token.into_inner()),
-        Err(e) => {
-            output::report_error(&e);
-            Err(anyhow::Error::new(output::Reported))
-        }
-    }
-}
-
-/// Where the provider sends the browser back to `auth login --sso` by
-/// default: a loopback address the CLI listens on (RFC 8252), to register
-/// at the provider for the organization's client.
-pub const DEFAULT_SSO_REDIRECT: &str = "http://127.0.0.1:8765/callback";
-
-/// `auth login --sso`: a single sign-on through the organization of
-/// `email`, as `gh auth login --web` does: the provider's URL is printed
-/// (open it in a browser), the CLI waits on the loopback `redirect` for
-/// the provider's redirect (10 minutes at most), finishes the sign-in and
-/// stores the tokens.
-async fn sso_login(profile: &str, url: &str, email: &str, redirect: &str) -> Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let parsed = reqwest::Url::parse(redirect).context("--redirect-uri is not a URL")?;
-    let host = parsed.host_str().unwrap_or_default().to_string();
-    if parsed.scheme() != "http" || !matches!(host.as_str(), "127.0.0.1" | "localhost" | "[::1]") {
-        crate::usage_error("--redirect-uri must be an http:// loopback URL the CLI can listen on");
-    }
-    let port = parsed.port_or_known_default().unwrap_or(80);
-    let listen_host = if host == "localhost" {
-        "127.0.0.1"
-    } else {
-        host.trim_matches(['[', ']'])
-    };
-    let listener = tokio::net::TcpListener::bind((listen_host, port))
-        .await
-        .with_context(|| format!("listening on {redirect}"))?;
-    let client = Client::anonymous(url)?;
-    let started = match client
-        .auth_sso_start()
-        .body(workspace_client::types::SsoStartRequest {
-            email: Some(email.to_string()),
-            organization_id: None,
-            redirect_uri: redirect.to_string(),
-        })
-        .send()
-        .await
-    {
-        Ok(started) => started.into_inner(),
-        Err(e) => {
-            output::report_error(&e);
-            return Err(anyhow::Error::new(output::Reported));
-        }
-    };
-    eprintln!(
-        "open this address in a browser to sign in (waiting on {redirect}):\n{}",
-        started.authorization_url
-    );
-    let wait = async {
-        loop {
-            let (mut socket, _) = listener.accept().await?;
-            // One request line and headers, bounded.
-            let mut buf = vec![0u8; 16 * 1024];
-            let mut read = 0;
-            while read < buf.len() {
-                let n = socket.read(&mut buf[read..]).await?;
-                if n == 0 {
-                    break;
-                }
-                read += n;
-                if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-            let head = String::from_utf8_lossy(&buf[..read]).to_string();
-            let target = head
-                .lines()
-                .next()
-                .and_then(|l| l.split_whitespace().nth(1))
-                .unwrap_or("/");
-            let back = parsed.join(target)?;
-            let param = |name: &str| {
-                back.query_pairs()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.to_string())
-            };
-            let (Some(code), Some(state)) = (param("code"), param("state")) else {
-                let why = param("error_description")
-                    .or_else(|| param("error"))
-                    .unwrap_or_else(|| "no code in the redirect".to_string());
-                let _ = socket
-                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nSign-in failed; see the terminal.\n")
-                    .await;
-                if param("error").is_some() {
-                    anyhow::bail!("the provider refused the sign-in: {why}");
-                }
-                continue;
-            };
-            let _ = socket
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nSigned in: you can close this tab.\n")
-                .await;
-            return Ok::<_, anyhow::Error>(workspace_client::types::SsoCallbackRequest {
-                code,
-                state,
-                iss: param("iss"),
-            });
-        }
-    };
-    let callback = tokio::time::timeout(std::time::Duration::from_secs(600), wait)
-        .await
-        .context("no sign-in within 10 minutes")??;
-    match client.auth_sso_callback().body(callback).send().await {
-        Ok(token) => save_login(profile, url, token.into_inner()),
-        Err(e) => {
-            output::report_error(&e);
-            Err(anyhow::Error::new(output::Reported))
-        }
-    }
-}
-
-/// Stores a login's tokens in the profile and says so.
-fn save_login(
-    profile: &str,
-    url: &str,
-    token: workspace_client::types::LoginResponse,
-) -> Result<()> {
-    {
-        {
+        Ok(token) => {
+            let token = token.into_inner();
             let _lock = config::Store::lock()?;
             let mut store = config::Store::load()?;
             store.set(
@@ -442,6 +312,10 @@ fn save_login(
                 })
             );
             Ok(())
+        }
+        Err(e) => {
+            output::report_error(&e);
+            Err(anyhow::Error::new(output::Reported))
         }
     }
 }
