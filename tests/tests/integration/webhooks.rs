@@ -290,7 +290,19 @@ async fn deliveries_verify_with_the_official_library_across_two_instances() {
     // The log, read through either instance, says they were delivered.
     let via_sender =
         Client::authenticated(&format!("http://{}", sender.local_addr()), &ada.token).unwrap();
-    let log = deliveries(&via_sender, org, made.endpoint.id).await;
+    // The receiver logs a delivery before its answer reaches the sender,
+    // which then records it: read the log once the sender has.
+    let started = Instant::now();
+    let log = loop {
+        let log = deliveries(&via_sender, org, made.endpoint.id).await;
+        let recorded = log
+            .iter()
+            .all(|d| d.status == types::WebhookDeliveryStatus::Delivered);
+        if recorded || started.elapsed() > Duration::from_secs(15) {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(log.len(), 5, "{log:#?}");
     for d in &log {
         assert_eq!(d.status, types::WebhookDeliveryStatus::Delivered, "{d:?}");
