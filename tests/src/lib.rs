@@ -218,6 +218,17 @@ impl TestUser {
             .id
     }
 
+    /// A team organization `name`, created (and owned) by this user.
+    pub async fn create_org(&self, name: &str) -> Uuid {
+        self.client
+            .org_create_org()
+            .name(name.to_string())
+            .send()
+            .await
+            .expect("create_org")
+            .id
+    }
+
     /// The id of the role `name` in `org`, through `roles/list_roles`.
     pub async fn role_id(&self, org: Uuid, name: &str) -> Uuid {
         self.client

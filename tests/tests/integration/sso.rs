@@ -11,23 +11,12 @@ use serde_json::json;
 use uuid::Uuid;
 use workspace_client::{Client, types};
 use workspace_tests::sso_peer::{CLIENT_ID, CLIENT_SECRET, OidcSso};
-use workspace_tests::{TestContext, TestUser, error_of};
+use workspace_tests::{TestContext, error_of};
 
 /// Where the provider sends the browser back: a page of the frontend,
 /// never visited here (the test reads `code`, `state` and `iss` from it).
 const REDIRECT: &str = "http://127.0.0.1:9/sso/back";
 const DOMAIN: &str = "acme.example";
-
-async fn team(owner: &TestUser, name: &str) -> Uuid {
-    owner
-        .client
-        .org_create_org()
-        .name(name.to_string())
-        .send()
-        .await
-        .expect("create_org")
-        .id
-}
 
 fn config(issuer: &str, enforced: bool) -> types::SsoConfigInput {
     types::SsoConfigInput {
@@ -119,7 +108,7 @@ async fn people_sign_in_just_in_time_with_roles_from_their_groups_on_any_instanc
     let other = Client::new(&format!("http://{}", second.local_addr()));
     let peer = OidcSso::start(REDIRECT).await;
     let ada = cx.user("ada").await;
-    let org = team(&ada, "Acme").await;
+    let org = ada.create_org("Acme").await;
 
     // Only the organization's admins manage it.
     let bob = cx.user("bob").await;
@@ -183,7 +172,7 @@ async fn people_sign_in_just_in_time_with_roles_from_their_groups_on_any_instanc
     assert!(!String::from_utf8_lossy(&sealed).contains(CLIENT_SECRET));
 
     // Another organization cannot vouch for the same domain.
-    let other_org = team(&bob, "Not Acme").await;
+    let other_org = bob.create_org("Not Acme").await;
     let (status, code) = error_of(
         bob.client
             .org_sso_put()
@@ -357,7 +346,7 @@ async fn an_organization_that_requires_sso_refuses_password_sessions_and_their_t
     let cx = TestContext::new("sso_enforced").await;
     let peer = OidcSso::start(REDIRECT).await;
     let ada = cx.user("ada").await;
-    let org = team(&ada, "Acme").await;
+    let org = ada.create_org("Acme").await;
     // Erin has a password account and is a member.
     let erin_email = format!("erin@{DOMAIN}");
     let erin = cx
@@ -518,7 +507,7 @@ async fn an_organization_that_requires_sso_refuses_password_sessions_and_their_t
 async fn rotated_keys_are_picked_up_and_a_provider_for_another_issuer_is_refused() {
     let cx = TestContext::new("sso_keys").await;
     let ada = cx.user("ada").await;
-    let org = team(&ada, "Acme").await;
+    let org = ada.create_org("Acme").await;
 
     // A provider reached at one address that says it is another issuer.
     let impostor = OidcSso::start_claiming(REDIRECT, "http://localhost:1").await;
@@ -591,7 +580,7 @@ async fn first_sign_ins_of_one_person_at_once_make_one_account() {
     let other = Client::new(&format!("http://{}", second.local_addr()));
     let peer = OidcSso::start(REDIRECT).await;
     let ada = cx.user("ada").await;
-    let org = team(&ada, "Acme").await;
+    let org = ada.create_org("Acme").await;
     ada.client
         .org_sso_put()
         .org_id(org)
