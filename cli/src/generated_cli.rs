@@ -111,6 +111,10 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgFeedbackList => Self::cli_org_feedback_list(),
             CliCommand::OrgLeave => Self::cli_org_leave(),
             CliCommand::OrgList => Self::cli_org_list(),
+            CliCommand::OrgScimGet => Self::cli_org_scim_get(),
+            CliCommand::OrgScimPut => Self::cli_org_scim_put(),
+            CliCommand::OrgScimDelete => Self::cli_org_scim_delete(),
+            CliCommand::OrgScimToken => Self::cli_org_scim_token(),
             CliCommand::OrgServiceAccountsList => Self::cli_org_service_accounts_list(),
             CliCommand::OrgSsoGet => Self::cli_org_sso_get(),
             CliCommand::OrgSsoPut => Self::cli_org_sso_put(),
@@ -3318,6 +3322,81 @@ impl<T: CliConfig> Cli<T> {
                 "List the caller's organizations.\n\nEvery organization where the caller has an `active` membership, with the caller's role (`user_role`), oldest membership first.\n\nPaged by `limit` (1 to 500, default 100; `400 invalid_pagination` outside) and `offset` (items to skip, default 0).",
             )
     }
+    pub fn cli_org_scim_get() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Show the organization's SCIM provisioning.\n\nAn addition to the spec, for the organization's admins (level 80 and `organization:admin`): the base URL to give the identity provider, whether a token is issued (never the token), the group-to-role mappings and how many Users and Groups are provisioned. `404 not_found` when provisioning is off.",
+            )
+    }
+    pub fn cli_org_scim_put() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("default-role")
+                    .long("default-role")
+                    .value_parser(::clap::value_parser!(::std::string::String))
+                    .required(false)
+                    .help(
+                        "The role of a provisioned person in none of the mapped groups. Default `member`; never `owner`.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Set how provisioned groups map to roles.\n\nAn addition to the spec, for the organization's admins (level 80 and `organization:admin`); turns provisioning on when it was off (it works once a token is issued). A provisioned member's role is the role of the first mapping naming one of their Groups (by `displayName`), else `default_role`; every provisioned member's role is set again now, in the same transaction. Owners keep their role. Each role must be a role of the organization other than `owner` (`400 invalid_role`). Audited as `scim.configured`.\n\nWhat provisioning does (`/scim/v2`, RFC 7643/7644): a User stands for the account of its primary e-mail address (else its first, else `userName` when it is an address): a member of the organization (or an invitee) with that address, or a new account made now (with no usable password: the person signs in with the organization's single sign-on or resets a password). An address of an account outside the organization is refused (`409 uniqueness`): invite it first. A User without an address is kept but stands for nobody until it gets one. `active: false`, or deleting the User, suspends the membership at once (its sessions and tokens are refused in the organization from the next request); `active: true` makes it active again. An owner cannot be deactivated by provisioning.",
+            )
+    }
+    pub fn cli_org_scim_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Turn the organization's SCIM provisioning off.\n\nAn addition to the spec, for the organization's admins (level 80 and `organization:admin`). The token stops working and the provisioned Users and Groups are forgotten; the members they made stay as they are (suspend or remove them with the member operations). `404 not_found` when it is off. Audited as `scim.removed`.",
+            )
+    }
+    pub fn cli_org_scim_token() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .about(
+                "Issue the organization's SCIM token.\n\nAn addition to the spec, for the organization's admins (level 80 and `organization:admin`); turns provisioning on (role mappings empty, default role `member`) when it was off. The token (`wscim_…`, 256 random bits) is answered once and stored only as its SHA-256; the previous token stops working at once. Audited as `scim.token_issued`.",
+            )
+    }
     pub fn cli_org_service_accounts_list() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -4865,6 +4944,10 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgFeedbackList => self.execute_org_feedback_list(matches).await,
             CliCommand::OrgLeave => self.execute_org_leave(matches).await,
             CliCommand::OrgList => self.execute_org_list(matches).await,
+            CliCommand::OrgScimGet => self.execute_org_scim_get(matches).await,
+            CliCommand::OrgScimPut => self.execute_org_scim_put(matches).await,
+            CliCommand::OrgScimDelete => self.execute_org_scim_delete(matches).await,
+            CliCommand::OrgScimToken => self.execute_org_scim_token(matches).await,
             CliCommand::OrgServiceAccountsList => {
                 self.execute_org_service_accounts_list(matches).await
             }
@@ -7692,6 +7775,91 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_org_scim_get(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_scim_get();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_org_scim_get(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_scim_put(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_scim_put();
+        if let Some(value) = matches.get_one::<::std::string::String>("default-role") {
+            request = request.body_map(|body| body.default_role(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ScimConfigInput>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config.execute_org_scim_put(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_scim_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_scim_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_org_scim_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_scim_token(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
+        let mut request = self.client.org_scim_token();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        self.config.execute_org_scim_token(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_org_service_accounts_list(
         &self,
         matches: &::clap::ArgMatches,
@@ -9642,6 +9810,34 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_org_scim_get(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgScimGet,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_scim_put(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgScimPut,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_scim_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgScimDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_scim_token(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgScimToken,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_org_service_accounts_list(
         &self,
         matches: &::clap::ArgMatches,
@@ -10058,6 +10254,10 @@ pub enum CliCommand {
     OrgFeedbackList,
     OrgLeave,
     OrgList,
+    OrgScimGet,
+    OrgScimPut,
+    OrgScimDelete,
+    OrgScimToken,
     OrgServiceAccountsList,
     OrgSsoGet,
     OrgSsoPut,
@@ -10205,6 +10405,10 @@ impl CliCommand {
             CliCommand::OrgFeedbackList,
             CliCommand::OrgLeave,
             CliCommand::OrgList,
+            CliCommand::OrgScimGet,
+            CliCommand::OrgScimPut,
+            CliCommand::OrgScimDelete,
+            CliCommand::OrgScimToken,
             CliCommand::OrgServiceAccountsList,
             CliCommand::OrgSsoGet,
             CliCommand::OrgSsoPut,
@@ -10353,6 +10557,10 @@ impl CliCommand {
             CliCommand::OrgFeedbackList => "org_feedback_list",
             CliCommand::OrgLeave => "org_leave",
             CliCommand::OrgList => "org_list",
+            CliCommand::OrgScimGet => "org_scim_get",
+            CliCommand::OrgScimPut => "org_scim_put",
+            CliCommand::OrgScimDelete => "org_scim_delete",
+            CliCommand::OrgScimToken => "org_scim_token",
             CliCommand::OrgServiceAccountsList => "org_service_accounts_list",
             CliCommand::OrgSsoGet => "org_sso_get",
             CliCommand::OrgSsoPut => "org_sso_put",

@@ -44,6 +44,12 @@ const OVERRIDES: &[(&str, &[&str])] = &[
     ("org_sso_delete", &["sso", "remove"]),
     ("auth_sso_start", &["sso", "start"]),
     ("auth_sso_callback", &["sso", "finish"]),
+    // SCIM provisioning (issue #37): the identity provider speaks SCIM
+    // to `/scim/v2` itself; admins turn it on, map groups, issue tokens.
+    ("org_scim_get", &["scim", "show"]),
+    ("org_scim_put", &["scim", "set"]),
+    ("org_scim_token", &["scim", "token"]),
+    ("org_scim_delete", &["scim", "off"]),
     // Webhooks (issue #36).
     ("org_webhooks_create", &["webhooks", "create"]),
     ("org_webhooks_list", &["webhooks", "list"]),

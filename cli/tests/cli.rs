@@ -3283,3 +3283,72 @@ async fn sso_commands() {
     json(&removed);
     cx.teardown().await;
 }
+
+/// `workspace scim set|token|show|off` (issue #37): an admin turns
+/// provisioning on, maps a group, issues the token an identity provider
+/// uses (it works at `/scim/v2`), and turns it off.
+#[tokio::test]
+async fn scim_commands() {
+    let cx = TestContext::new("cli_scim").await;
+    let user = cx.user("cliscim").await;
+    let org = user.create_org("CLI SCIM").await.to_string();
+    let run = token_runner(cx.base_url.clone(), user.token.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("scim.json");
+    std::fs::write(
+        &body,
+        serde_json::json!({
+            "role_mappings": [{"group": "Admins", "role": "admin"}],
+            "default_role": "member",
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let set = json(
+        &run(strings(&[
+            "scim",
+            "set",
+            "--org-id",
+            &org,
+            "--json-body",
+            body.to_str().unwrap(),
+        ]))
+        .await
+        .unwrap(),
+    );
+    assert_eq!(set["token_set"], false);
+    assert_eq!(set["role_mappings"][0]["role"], "admin");
+    let issued = json(
+        &run(strings(&["scim", "token", "--org-id", &org]))
+            .await
+            .unwrap(),
+    );
+    let token = issued["token"].as_str().unwrap().to_string();
+    assert!(token.starts_with("wscim_"));
+    let listed = workspace_tests::http()
+        .get(format!("{}/scim/v2/Users", cx.base_url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status().as_u16(), 200);
+    let shown = run(strings(&["scim", "show", "--org-id", &org]))
+        .await
+        .unwrap();
+    let shown_text = String::from_utf8_lossy(&shown.stdout).to_string();
+    assert!(!shown_text.contains(&token), "the token is shown once");
+    assert_eq!(json(&shown)["token_set"], true);
+    json(
+        &run(strings(&["scim", "off", "--org-id", &org]))
+            .await
+            .unwrap(),
+    );
+    let refused = workspace_tests::http()
+        .get(format!("{}/scim/v2/Users", cx.base_url))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    cx.teardown().await;
+}

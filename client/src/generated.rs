@@ -11348,6 +11348,502 @@ pub mod types {
             Default::default()
         }
     }
+    ///An organization's SCIM provisioning (never its token).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimConfig {
+        ///The base URL to give the identity provider (`…/scim/v2`).
+        pub base_url: ::std::string::String,
+        ///When provisioning was turned on.
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The role of a provisioned person in none of the mapped groups.
+        pub default_role: ::std::string::String,
+        ///How many Groups are provisioned.
+        pub groups: i64,
+        ///The organization.
+        pub organization_id: ::uuid::Uuid,
+        ///Groups and the roles their members get, in order.
+        pub role_mappings: ::std::vec::Vec<ScimRoleMapping>,
+        ///When the token was issued.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub token_created_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///When the token was last used (to the minute).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub token_last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///The token's first characters, to recognise it.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub token_prefix: ::std::option::Option<::std::string::String>,
+        ///Whether a bearer token is issued (provisioning works only then).
+        pub token_set: bool,
+        ///When its settings or token last changed.
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///How many Users are provisioned.
+        pub users: i64,
+    }
+    impl ScimConfig {
+        pub fn builder() -> builder::ScimConfig {
+            Default::default()
+        }
+    }
+    ///Body of `PUT /api/org/scim`: how provisioned groups map to roles.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ScimConfigInput {
+        ///The role of a provisioned person in none of the mapped groups. Default `member`; never `owner`.
+        #[serde(default = "defaults::scim_config_input_default_role")]
+        pub default_role: ::std::string::String,
+        ///Groups and the roles their members get; for a person in several mapped groups the first mapping wins. At most 100.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub role_mappings: ::std::vec::Vec<ScimRoleMapping>,
+    }
+    impl ::std::default::Default for ScimConfigInput {
+        fn default() -> Self {
+            Self {
+                default_role: defaults::scim_config_input_default_role(),
+                role_mappings: Default::default(),
+            }
+        }
+    }
+    impl ScimConfigInput {
+        pub fn builder() -> builder::ScimConfigInput {
+            Default::default()
+        }
+    }
+    ///A SCIM error (`urn:ietf:params:scim:api:messages:2.0:Error`, RFC 7644 §3.12): the body of every SCIM error answer.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimError {
+        ///What went wrong, for people.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub detail: ::std::option::Option<::std::string::String>,
+        pub schemas: ::std::vec::Vec<::std::string::String>,
+        ///RFC 7644's error type: `invalidFilter`, `tooMany`, `uniqueness`, `mutability`, `invalidSyntax`, `invalidPath`, `noTarget`, `invalidValue`, `invalidVers`, `sensitive`.
+        #[serde(
+            rename = "scimType",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub scim_type: ::std::option::Option<::std::string::String>,
+        ///The HTTP status, as a string.
+        pub status: ::std::string::String,
+    }
+    impl ScimError {
+        pub fn builder() -> builder::ScimError {
+            Default::default()
+        }
+    }
+    ///A SCIM Group (`urn:ietf:params:scim:schemas:core:2.0:Group`, RFC 7643 §4.2). Its members get the role `PUT /api/org/scim` maps its `displayName` to.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimGroup {
+        ///The group's name (what role mappings name).
+        #[serde(rename = "displayName")]
+        pub display_name: ::std::string::String,
+        ///The provider's own id of the group.
+        #[serde(
+            rename = "externalId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub external_id: ::std::option::Option<::std::string::String>,
+        ///Assigned by the server.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub id: ::std::option::Option<::std::string::String>,
+        ///Users (or Groups) of the organization's provisioned resources.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub members: ::std::vec::Vec<ScimReference>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub meta: ::std::option::Option<ScimMeta>,
+        ///The schemas of the resource.
+        pub schemas: ::std::vec::Vec<::std::string::String>,
+    }
+    impl ScimGroup {
+        pub fn builder() -> builder::ScimGroup {
+            Default::default()
+        }
+    }
+    ///A page of resources (`urn:ietf:params:scim:api:messages:2.0:ListResponse`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimListResponse {
+        ///How many resources this page holds.
+        #[serde(rename = "itemsPerPage")]
+        pub items_per_page: i64,
+        ///The resources (Users, Groups, Schemas or ResourceTypes).
+        #[serde(rename = "Resources")]
+        pub resources:
+            ::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+        pub schemas: ::std::vec::Vec<::std::string::String>,
+        ///The 1-based index of the first resource of this page.
+        #[serde(rename = "startIndex")]
+        pub start_index: i64,
+        ///How many resources match the filter.
+        #[serde(rename = "totalResults")]
+        pub total_results: i64,
+    }
+    impl ScimListResponse {
+        pub fn builder() -> builder::ScimListResponse {
+            Default::default()
+        }
+    }
+    ///The `meta` of a SCIM resource (RFC 7643 §3.1).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimMeta {
+        ///When the resource was created.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub created: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///When it last changed.
+        #[serde(
+            rename = "lastModified",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub last_modified: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        ///Its URL.
+        pub location: ::std::string::String,
+        ///`User`, `Group`, `Schema`, `ResourceType` or `ServiceProviderConfig`.
+        #[serde(rename = "resourceType")]
+        pub resource_type: ::std::string::String,
+        ///Its version, a weak entity tag (also the `ETag` header).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub version: ::std::option::Option<::std::string::String>,
+    }
+    impl ScimMeta {
+        pub fn builder() -> builder::ScimMeta {
+            Default::default()
+        }
+    }
+    ///A multi-valued attribute's value (`emails`, `phoneNumbers`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimMultiValue {
+        ///A label for people.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub display: ::std::option::Option<::std::string::String>,
+        ///At most one value is primary.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub primary: ::std::option::Option<bool>,
+        ///`work`, `home`, `other`…
+        #[serde(
+            rename = "type",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub type_: ::std::option::Option<::std::string::String>,
+        ///The value.
+        pub value: ::std::string::String,
+    }
+    impl ScimMultiValue {
+        pub fn builder() -> builder::ScimMultiValue {
+            Default::default()
+        }
+    }
+    ///A person's name (RFC 7643 §4.1.1).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema,
+    )]
+    pub struct ScimName {
+        #[serde(
+            rename = "familyName",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub family_name: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub formatted: ::std::option::Option<::std::string::String>,
+        #[serde(
+            rename = "givenName",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub given_name: ::std::option::Option<::std::string::String>,
+        #[serde(
+            rename = "honorificPrefix",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub honorific_prefix: ::std::option::Option<::std::string::String>,
+        #[serde(
+            rename = "honorificSuffix",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub honorific_suffix: ::std::option::Option<::std::string::String>,
+        #[serde(
+            rename = "middleName",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub middle_name: ::std::option::Option<::std::string::String>,
+    }
+    impl ScimName {
+        pub fn builder() -> builder::ScimName {
+            Default::default()
+        }
+    }
+    ///One PATCH operation (RFC 7644 §3.5.2).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimPatchOperation {
+        ///`add`, `replace` or `remove` (any case).
+        pub op: ::std::string::String,
+        ///The attribute path (`emails[type eq "work"].value`); without it, `value` is an object of attributes.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub path: ::std::option::Option<::std::string::String>,
+        ///The value(s).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub value: ::std::option::Option<::serde_json::Value>,
+    }
+    impl ScimPatchOperation {
+        pub fn builder() -> builder::ScimPatchOperation {
+            Default::default()
+        }
+    }
+    ///Body of a SCIM PATCH (`urn:ietf:params:scim:api:messages:2.0:PatchOp`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimPatchRequest {
+        ///Applied in order, all or none.
+        #[serde(rename = "Operations")]
+        pub operations: ::std::vec::Vec<ScimPatchOperation>,
+        pub schemas: ::std::vec::Vec<::std::string::String>,
+    }
+    impl ScimPatchRequest {
+        pub fn builder() -> builder::ScimPatchRequest {
+            Default::default()
+        }
+    }
+    ///A reference to a Group or User (`groups` of a User, `members` of a Group).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimReference {
+        ///Its name.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub display: ::std::option::Option<::std::string::String>,
+        ///Its URL.
+        #[serde(
+            rename = "$ref",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub ref_: ::std::option::Option<::std::string::String>,
+        ///`User` or `Group`.
+        #[serde(
+            rename = "type",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub type_: ::std::option::Option<::std::string::String>,
+        ///The referenced resource's `id`.
+        pub value: ::std::string::String,
+    }
+    impl ScimReference {
+        pub fn builder() -> builder::ScimReference {
+            Default::default()
+        }
+    }
+    ///A resource type (`urn:ietf:params:scim:schemas:core:2.0:ResourceType`, RFC 7643 §6): `User` (with the enterprise extension) or `Group`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimResourceType {
+        ///`/Users` or `/Groups`.
+        pub endpoint: ::std::string::String,
+        ///`User` or `Group`.
+        pub id: ::std::string::String,
+        pub meta: ScimMeta,
+        ///`User` or `Group`.
+        pub name: ::std::string::String,
+        ///The core schema's URN.
+        pub schema: ::std::string::String,
+        ///The extensions (`[{schema, required}]`).
+        #[serde(
+            rename = "schemaExtensions",
+            default,
+            skip_serializing_if = "::std::vec::Vec::is_empty"
+        )]
+        pub schema_extensions:
+            ::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+        pub schemas: ::std::vec::Vec<::std::string::String>,
+    }
+    impl ScimResourceType {
+        pub fn builder() -> builder::ScimResourceType {
+            Default::default()
+        }
+    }
+    ///One SCIM group (by `displayName`) and the role its members get.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    #[serde(deny_unknown_fields)]
+    pub struct ScimRoleMapping {
+        ///A Group's `displayName` (1 to 200 characters, compared exactly).
+        pub group: ::std::string::String,
+        ///The name of a role of the organization (a system role or a custom one); never `owner`.
+        pub role: ::std::string::String,
+    }
+    impl ScimRoleMapping {
+        pub fn builder() -> builder::ScimRoleMapping {
+            Default::default()
+        }
+    }
+    ///A schema (`urn:ietf:params:scim:schemas:core:2.0:Schema`, RFC 7643 §7): its attributes with their characteristics.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimSchema {
+        ///Each attribute: `name`, `type`, `multiValued`, `required`, `caseExact`, `mutability`, `returned`, `uniqueness`, `subAttributes`…
+        pub attributes:
+            ::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+        ///What it describes.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<::std::string::String>,
+        ///The schema's URN.
+        pub id: ::std::string::String,
+        pub meta: ScimMeta,
+        ///Its name.
+        pub name: ::std::string::String,
+        pub schemas: ::std::vec::Vec<::std::string::String>,
+    }
+    impl ScimSchema {
+        pub fn builder() -> builder::ScimSchema {
+            Default::default()
+        }
+    }
+    ///What the SCIM service supports (`urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig`, RFC 7643 §5): `patch`, `filter` (with `maxResults`), `etag` supported; `bulk`, `sort`, `changePassword` not.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimServiceProviderConfig {
+        ///The bearer token scheme.
+        #[serde(rename = "authenticationSchemes")]
+        pub authentication_schemes:
+            ::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+        ///`{"supported": false, "maxOperations": 0, "maxPayloadSize": 0}`.
+        pub bulk: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        ///`{"supported": false}`.
+        #[serde(rename = "changePassword")]
+        pub change_password: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        ///`{"supported": true}`.
+        pub etag: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        ///`{"supported": true, "maxResults": 200}`.
+        pub filter: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        pub meta: ScimMeta,
+        ///`{"supported": true}`.
+        pub patch: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        pub schemas: ::std::vec::Vec<::std::string::String>,
+        ///`{"supported": false}`.
+        pub sort: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    }
+    impl ScimServiceProviderConfig {
+        pub fn builder() -> builder::ScimServiceProviderConfig {
+            Default::default()
+        }
+    }
+    ///Answer of `POST /api/org/scim/token`: the new token, shown once.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimTokenIssued {
+        ///The provisioning settings after the change.
+        pub config: ScimConfig,
+        ///The bearer token (`wscim_…`): give it to the identity provider. It is shown only now; the previous token stops working.
+        pub token: ::std::string::String,
+    }
+    impl ScimTokenIssued {
+        pub fn builder() -> builder::ScimTokenIssued {
+            Default::default()
+        }
+    }
+    ///A SCIM User (`urn:ietf:params:scim:schemas:core:2.0:User`, RFC 7643 §4.1; the attributes the server keeps are those of `GET /scim/v2/Schemas`). Its account is the one of its primary e-mail address (else the first, else `userName` when it is an address).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ScimUser {
+        ///`false` (or deleting the User) suspends the person's membership in the organization at once.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub active: ::std::option::Option<bool>,
+        #[serde(
+            rename = "displayName",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub display_name: ::std::option::Option<::std::string::String>,
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub emails: ::std::vec::Vec<ScimMultiValue>,
+        ///The provider's own id of the person.
+        #[serde(
+            rename = "externalId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub external_id: ::std::option::Option<::std::string::String>,
+        ///The Groups the User is a member of (read-only).
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub groups: ::std::vec::Vec<ScimReference>,
+        ///Assigned by the server.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub id: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub locale: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub meta: ::std::option::Option<ScimMeta>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<ScimName>,
+        #[serde(
+            rename = "nickName",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub nick_name: ::std::option::Option<::std::string::String>,
+        #[serde(
+            rename = "phoneNumbers",
+            default,
+            skip_serializing_if = "::std::vec::Vec::is_empty"
+        )]
+        pub phone_numbers: ::std::vec::Vec<ScimMultiValue>,
+        #[serde(
+            rename = "preferredLanguage",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub preferred_language: ::std::option::Option<::std::string::String>,
+        #[serde(
+            rename = "profileUrl",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub profile_url: ::std::option::Option<::std::string::String>,
+        ///The schemas of the resource.
+        pub schemas: ::std::vec::Vec<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub timezone: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub title: ::std::option::Option<::std::string::String>,
+        ///The enterprise extension's attributes, when any.
+        #[serde(
+            rename = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User",
+            default,
+            skip_serializing_if = "::serde_json::Map::is_empty"
+        )]
+        pub urn_ietf_params_scim_schemas_extension_enterprise_2_0_user:
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        ///Unique in the organization (compared without case).
+        #[serde(rename = "userName")]
+        pub user_name: ::std::string::String,
+        #[serde(
+            rename = "userType",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub user_type: ::std::option::Option<::std::string::String>,
+    }
+    impl ScimUser {
+        pub fn builder() -> builder::ScimUser {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/chat/send_message`.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
@@ -33855,6 +34351,2063 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ScimConfig {
+            base_url: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            default_role: ::std::result::Result<::std::string::String, ::std::string::String>,
+            groups: ::std::result::Result<i64, ::std::string::String>,
+            organization_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role_mappings: ::std::result::Result<
+                ::std::vec::Vec<super::ScimRoleMapping>,
+                ::std::string::String,
+            >,
+            token_created_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            token_last_used_at: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            token_prefix: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            token_set: ::std::result::Result<bool, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            users: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for ScimConfig {
+            fn default() -> Self {
+                Self {
+                    base_url: Err("no value supplied for base_url".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    default_role: Err("no value supplied for default_role".to_string()),
+                    groups: Err("no value supplied for groups".to_string()),
+                    organization_id: Err("no value supplied for organization_id".to_string()),
+                    role_mappings: Err("no value supplied for role_mappings".to_string()),
+                    token_created_at: Err("no value supplied for token_created_at".to_string()),
+                    token_last_used_at: Err("no value supplied for token_last_used_at".to_string()),
+                    token_prefix: Err("no value supplied for token_prefix".to_string()),
+                    token_set: Err("no value supplied for token_set".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    users: Err("no value supplied for users".to_string()),
+                }
+            }
+        }
+        impl ScimConfig {
+            pub fn base_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.base_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for base_url: {e}"));
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created_at: {e}"));
+                self
+            }
+            pub fn default_role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.default_role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for default_role: {e}"));
+                self
+            }
+            pub fn groups<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.groups = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for groups: {e}"));
+                self
+            }
+            pub fn organization_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.organization_id = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for organization_id: {e}")
+                });
+                self
+            }
+            pub fn role_mappings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ScimRoleMapping>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_mappings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_mappings: {e}"));
+                self
+            }
+            pub fn token_created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token_created_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for token_created_at: {e}")
+                });
+                self
+            }
+            pub fn token_last_used_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token_last_used_at = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for token_last_used_at: {e}")
+                });
+                self
+            }
+            pub fn token_prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token_prefix = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for token_prefix: {e}"));
+                self
+            }
+            pub fn token_set<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token_set = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for token_set: {e}"));
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for updated_at: {e}"));
+                self
+            }
+            pub fn users<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.users = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for users: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimConfig> for super::ScimConfig {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimConfig,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    base_url: value.base_url?,
+                    created_at: value.created_at?,
+                    default_role: value.default_role?,
+                    groups: value.groups?,
+                    organization_id: value.organization_id?,
+                    role_mappings: value.role_mappings?,
+                    token_created_at: value.token_created_at?,
+                    token_last_used_at: value.token_last_used_at?,
+                    token_prefix: value.token_prefix?,
+                    token_set: value.token_set?,
+                    updated_at: value.updated_at?,
+                    users: value.users?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimConfig> for ScimConfig {
+            fn from(value: super::ScimConfig) -> Self {
+                Self {
+                    base_url: Ok(value.base_url),
+                    created_at: Ok(value.created_at),
+                    default_role: Ok(value.default_role),
+                    groups: Ok(value.groups),
+                    organization_id: Ok(value.organization_id),
+                    role_mappings: Ok(value.role_mappings),
+                    token_created_at: Ok(value.token_created_at),
+                    token_last_used_at: Ok(value.token_last_used_at),
+                    token_prefix: Ok(value.token_prefix),
+                    token_set: Ok(value.token_set),
+                    updated_at: Ok(value.updated_at),
+                    users: Ok(value.users),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimConfigInput {
+            default_role: ::std::result::Result<::std::string::String, ::std::string::String>,
+            role_mappings: ::std::result::Result<
+                ::std::vec::Vec<super::ScimRoleMapping>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimConfigInput {
+            fn default() -> Self {
+                Self {
+                    default_role: Ok(super::defaults::scim_config_input_default_role()),
+                    role_mappings: Ok(Default::default()),
+                }
+            }
+        }
+        impl ScimConfigInput {
+            pub fn default_role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.default_role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for default_role: {e}"));
+                self
+            }
+            pub fn role_mappings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ScimRoleMapping>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role_mappings = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role_mappings: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimConfigInput> for super::ScimConfigInput {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimConfigInput,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    default_role: value.default_role?,
+                    role_mappings: value.role_mappings?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimConfigInput> for ScimConfigInput {
+            fn from(value: super::ScimConfigInput) -> Self {
+                Self {
+                    default_role: Ok(value.default_role),
+                    role_mappings: Ok(value.role_mappings),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimError {
+            detail: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            schemas: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            scim_type: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ScimError {
+            fn default() -> Self {
+                Self {
+                    detail: Ok(Default::default()),
+                    schemas: Err("no value supplied for schemas".to_string()),
+                    scim_type: Ok(Default::default()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl ScimError {
+            pub fn detail<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.detail = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for detail: {e}"));
+                self
+            }
+            pub fn schemas<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schemas = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for schemas: {e}"));
+                self
+            }
+            pub fn scim_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.scim_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for scim_type: {e}"));
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for status: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimError> for super::ScimError {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimError,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    detail: value.detail?,
+                    schemas: value.schemas?,
+                    scim_type: value.scim_type?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimError> for ScimError {
+            fn from(value: super::ScimError) -> Self {
+                Self {
+                    detail: Ok(value.detail),
+                    schemas: Ok(value.schemas),
+                    scim_type: Ok(value.scim_type),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimGroup {
+            display_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            external_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            members:
+                ::std::result::Result<::std::vec::Vec<super::ScimReference>, ::std::string::String>,
+            meta: ::std::result::Result<
+                ::std::option::Option<super::ScimMeta>,
+                ::std::string::String,
+            >,
+            schemas: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimGroup {
+            fn default() -> Self {
+                Self {
+                    display_name: Err("no value supplied for display_name".to_string()),
+                    external_id: Ok(Default::default()),
+                    id: Ok(Default::default()),
+                    members: Ok(Default::default()),
+                    meta: Ok(Default::default()),
+                    schemas: Err("no value supplied for schemas".to_string()),
+                }
+            }
+        }
+        impl ScimGroup {
+            pub fn display_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.display_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for display_name: {e}"));
+                self
+            }
+            pub fn external_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.external_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for external_id: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn members<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ScimReference>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.members = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for members: {e}"));
+                self
+            }
+            pub fn meta<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ScimMeta>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.meta = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for meta: {e}"));
+                self
+            }
+            pub fn schemas<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schemas = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for schemas: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimGroup> for super::ScimGroup {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimGroup,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    display_name: value.display_name?,
+                    external_id: value.external_id?,
+                    id: value.id?,
+                    members: value.members?,
+                    meta: value.meta?,
+                    schemas: value.schemas?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimGroup> for ScimGroup {
+            fn from(value: super::ScimGroup) -> Self {
+                Self {
+                    display_name: Ok(value.display_name),
+                    external_id: Ok(value.external_id),
+                    id: Ok(value.id),
+                    members: Ok(value.members),
+                    meta: Ok(value.meta),
+                    schemas: Ok(value.schemas),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimListResponse {
+            items_per_page: ::std::result::Result<i64, ::std::string::String>,
+            resources: ::std::result::Result<
+                ::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+                ::std::string::String,
+            >,
+            schemas: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            start_index: ::std::result::Result<i64, ::std::string::String>,
+            total_results: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for ScimListResponse {
+            fn default() -> Self {
+                Self {
+                    items_per_page: Err("no value supplied for items_per_page".to_string()),
+                    resources: Err("no value supplied for resources".to_string()),
+                    schemas: Err("no value supplied for schemas".to_string()),
+                    start_index: Err("no value supplied for start_index".to_string()),
+                    total_results: Err("no value supplied for total_results".to_string()),
+                }
+            }
+        }
+        impl ScimListResponse {
+            pub fn items_per_page<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items_per_page = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for items_per_page: {e}")
+                });
+                self
+            }
+            pub fn resources<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::vec::Vec<
+                            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                        >,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.resources = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for resources: {e}"));
+                self
+            }
+            pub fn schemas<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schemas = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for schemas: {e}"));
+                self
+            }
+            pub fn start_index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.start_index = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for start_index: {e}"));
+                self
+            }
+            pub fn total_results<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_results = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for total_results: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimListResponse> for super::ScimListResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimListResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    items_per_page: value.items_per_page?,
+                    resources: value.resources?,
+                    schemas: value.schemas?,
+                    start_index: value.start_index?,
+                    total_results: value.total_results?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimListResponse> for ScimListResponse {
+            fn from(value: super::ScimListResponse) -> Self {
+                Self {
+                    items_per_page: Ok(value.items_per_page),
+                    resources: Ok(value.resources),
+                    schemas: Ok(value.schemas),
+                    start_index: Ok(value.start_index),
+                    total_results: Ok(value.total_results),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimMeta {
+            created: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            last_modified: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            location: ::std::result::Result<::std::string::String, ::std::string::String>,
+            resource_type: ::std::result::Result<::std::string::String, ::std::string::String>,
+            version: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimMeta {
+            fn default() -> Self {
+                Self {
+                    created: Ok(Default::default()),
+                    last_modified: Ok(Default::default()),
+                    location: Err("no value supplied for location".to_string()),
+                    resource_type: Err("no value supplied for resource_type".to_string()),
+                    version: Ok(Default::default()),
+                }
+            }
+        }
+        impl ScimMeta {
+            pub fn created<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for created: {e}"));
+                self
+            }
+            pub fn last_modified<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_modified = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for last_modified: {e}"));
+                self
+            }
+            pub fn location<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.location = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for location: {e}"));
+                self
+            }
+            pub fn resource_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.resource_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for resource_type: {e}"));
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for version: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimMeta> for super::ScimMeta {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimMeta,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created: value.created?,
+                    last_modified: value.last_modified?,
+                    location: value.location?,
+                    resource_type: value.resource_type?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimMeta> for ScimMeta {
+            fn from(value: super::ScimMeta) -> Self {
+                Self {
+                    created: Ok(value.created),
+                    last_modified: Ok(value.last_modified),
+                    location: Ok(value.location),
+                    resource_type: Ok(value.resource_type),
+                    version: Ok(value.version),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimMultiValue {
+            display: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            primary: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            type_: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            value: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ScimMultiValue {
+            fn default() -> Self {
+                Self {
+                    display: Ok(Default::default()),
+                    primary: Ok(Default::default()),
+                    type_: Ok(Default::default()),
+                    value: Err("no value supplied for value".to_string()),
+                }
+            }
+        }
+        impl ScimMultiValue {
+            pub fn display<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.display = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for display: {e}"));
+                self
+            }
+            pub fn primary<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.primary = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for primary: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for value: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimMultiValue> for super::ScimMultiValue {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimMultiValue,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    display: value.display?,
+                    primary: value.primary?,
+                    type_: value.type_?,
+                    value: value.value?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimMultiValue> for ScimMultiValue {
+            fn from(value: super::ScimMultiValue) -> Self {
+                Self {
+                    display: Ok(value.display),
+                    primary: Ok(value.primary),
+                    type_: Ok(value.type_),
+                    value: Ok(value.value),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimName {
+            family_name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            formatted: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            given_name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            honorific_prefix: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            honorific_suffix: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            middle_name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimName {
+            fn default() -> Self {
+                Self {
+                    family_name: Ok(Default::default()),
+                    formatted: Ok(Default::default()),
+                    given_name: Ok(Default::default()),
+                    honorific_prefix: Ok(Default::default()),
+                    honorific_suffix: Ok(Default::default()),
+                    middle_name: Ok(Default::default()),
+                }
+            }
+        }
+        impl ScimName {
+            pub fn family_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.family_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for family_name: {e}"));
+                self
+            }
+            pub fn formatted<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.formatted = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for formatted: {e}"));
+                self
+            }
+            pub fn given_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.given_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for given_name: {e}"));
+                self
+            }
+            pub fn honorific_prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.honorific_prefix = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for honorific_prefix: {e}")
+                });
+                self
+            }
+            pub fn honorific_suffix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.honorific_suffix = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for honorific_suffix: {e}")
+                });
+                self
+            }
+            pub fn middle_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.middle_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for middle_name: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimName> for super::ScimName {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimName,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    family_name: value.family_name?,
+                    formatted: value.formatted?,
+                    given_name: value.given_name?,
+                    honorific_prefix: value.honorific_prefix?,
+                    honorific_suffix: value.honorific_suffix?,
+                    middle_name: value.middle_name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimName> for ScimName {
+            fn from(value: super::ScimName) -> Self {
+                Self {
+                    family_name: Ok(value.family_name),
+                    formatted: Ok(value.formatted),
+                    given_name: Ok(value.given_name),
+                    honorific_prefix: Ok(value.honorific_prefix),
+                    honorific_suffix: Ok(value.honorific_suffix),
+                    middle_name: Ok(value.middle_name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimPatchOperation {
+            op: ::std::result::Result<::std::string::String, ::std::string::String>,
+            path: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            value: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimPatchOperation {
+            fn default() -> Self {
+                Self {
+                    op: Err("no value supplied for op".to_string()),
+                    path: Ok(Default::default()),
+                    value: Ok(Default::default()),
+                }
+            }
+        }
+        impl ScimPatchOperation {
+            pub fn op<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.op = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for op: {e}"));
+                self
+            }
+            pub fn path<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.path = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for path: {e}"));
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for value: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimPatchOperation> for super::ScimPatchOperation {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimPatchOperation,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    op: value.op?,
+                    path: value.path?,
+                    value: value.value?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimPatchOperation> for ScimPatchOperation {
+            fn from(value: super::ScimPatchOperation) -> Self {
+                Self {
+                    op: Ok(value.op),
+                    path: Ok(value.path),
+                    value: Ok(value.value),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimPatchRequest {
+            operations: ::std::result::Result<
+                ::std::vec::Vec<super::ScimPatchOperation>,
+                ::std::string::String,
+            >,
+            schemas: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimPatchRequest {
+            fn default() -> Self {
+                Self {
+                    operations: Err("no value supplied for operations".to_string()),
+                    schemas: Err("no value supplied for schemas".to_string()),
+                }
+            }
+        }
+        impl ScimPatchRequest {
+            pub fn operations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ScimPatchOperation>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.operations = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for operations: {e}"));
+                self
+            }
+            pub fn schemas<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schemas = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for schemas: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimPatchRequest> for super::ScimPatchRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimPatchRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    operations: value.operations?,
+                    schemas: value.schemas?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimPatchRequest> for ScimPatchRequest {
+            fn from(value: super::ScimPatchRequest) -> Self {
+                Self {
+                    operations: Ok(value.operations),
+                    schemas: Ok(value.schemas),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimReference {
+            display: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            ref_: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            value: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ScimReference {
+            fn default() -> Self {
+                Self {
+                    display: Ok(Default::default()),
+                    ref_: Ok(Default::default()),
+                    type_: Ok(Default::default()),
+                    value: Err("no value supplied for value".to_string()),
+                }
+            }
+        }
+        impl ScimReference {
+            pub fn display<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.display = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for display: {e}"));
+                self
+            }
+            pub fn ref_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.ref_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for ref_: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for value: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimReference> for super::ScimReference {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimReference,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    display: value.display?,
+                    ref_: value.ref_?,
+                    type_: value.type_?,
+                    value: value.value?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimReference> for ScimReference {
+            fn from(value: super::ScimReference) -> Self {
+                Self {
+                    display: Ok(value.display),
+                    ref_: Ok(value.ref_),
+                    type_: Ok(value.type_),
+                    value: Ok(value.value),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimResourceType {
+            endpoint: ::std::result::Result<::std::string::String, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            meta: ::std::result::Result<super::ScimMeta, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            schema: ::std::result::Result<::std::string::String, ::std::string::String>,
+            schema_extensions: ::std::result::Result<
+                ::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+                ::std::string::String,
+            >,
+            schemas: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimResourceType {
+            fn default() -> Self {
+                Self {
+                    endpoint: Err("no value supplied for endpoint".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    meta: Err("no value supplied for meta".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    schema: Err("no value supplied for schema".to_string()),
+                    schema_extensions: Ok(Default::default()),
+                    schemas: Err("no value supplied for schemas".to_string()),
+                }
+            }
+        }
+        impl ScimResourceType {
+            pub fn endpoint<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.endpoint = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for endpoint: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn meta<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ScimMeta>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.meta = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for meta: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn schema<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schema = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for schema: {e}"));
+                self
+            }
+            pub fn schema_extensions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::vec::Vec<
+                            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                        >,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schema_extensions = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for schema_extensions: {e}")
+                });
+                self
+            }
+            pub fn schemas<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schemas = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for schemas: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimResourceType> for super::ScimResourceType {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimResourceType,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    endpoint: value.endpoint?,
+                    id: value.id?,
+                    meta: value.meta?,
+                    name: value.name?,
+                    schema: value.schema?,
+                    schema_extensions: value.schema_extensions?,
+                    schemas: value.schemas?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimResourceType> for ScimResourceType {
+            fn from(value: super::ScimResourceType) -> Self {
+                Self {
+                    endpoint: Ok(value.endpoint),
+                    id: Ok(value.id),
+                    meta: Ok(value.meta),
+                    name: Ok(value.name),
+                    schema: Ok(value.schema),
+                    schema_extensions: Ok(value.schema_extensions),
+                    schemas: Ok(value.schemas),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimRoleMapping {
+            group: ::std::result::Result<::std::string::String, ::std::string::String>,
+            role: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ScimRoleMapping {
+            fn default() -> Self {
+                Self {
+                    group: Err("no value supplied for group".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                }
+            }
+        }
+        impl ScimRoleMapping {
+            pub fn group<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.group = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for group: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for role: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimRoleMapping> for super::ScimRoleMapping {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimRoleMapping,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    group: value.group?,
+                    role: value.role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimRoleMapping> for ScimRoleMapping {
+            fn from(value: super::ScimRoleMapping) -> Self {
+                Self {
+                    group: Ok(value.group),
+                    role: Ok(value.role),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimSchema {
+            attributes: ::std::result::Result<
+                ::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            meta: ::std::result::Result<super::ScimMeta, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            schemas: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimSchema {
+            fn default() -> Self {
+                Self {
+                    attributes: Err("no value supplied for attributes".to_string()),
+                    description: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    meta: Err("no value supplied for meta".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    schemas: Err("no value supplied for schemas".to_string()),
+                }
+            }
+        }
+        impl ScimSchema {
+            pub fn attributes<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::vec::Vec<
+                            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                        >,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.attributes = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for attributes: {e}"));
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for description: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn meta<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ScimMeta>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.meta = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for meta: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn schemas<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schemas = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for schemas: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimSchema> for super::ScimSchema {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimSchema,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    attributes: value.attributes?,
+                    description: value.description?,
+                    id: value.id?,
+                    meta: value.meta?,
+                    name: value.name?,
+                    schemas: value.schemas?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimSchema> for ScimSchema {
+            fn from(value: super::ScimSchema) -> Self {
+                Self {
+                    attributes: Ok(value.attributes),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    meta: Ok(value.meta),
+                    name: Ok(value.name),
+                    schemas: Ok(value.schemas),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimServiceProviderConfig {
+            authentication_schemes: ::std::result::Result<
+                ::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+                ::std::string::String,
+            >,
+            bulk: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            change_password: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            etag: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            filter: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            meta: ::std::result::Result<super::ScimMeta, ::std::string::String>,
+            patch: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            schemas: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            sort: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimServiceProviderConfig {
+            fn default() -> Self {
+                Self {
+                    authentication_schemes: Err(
+                        "no value supplied for authentication_schemes".to_string()
+                    ),
+                    bulk: Err("no value supplied for bulk".to_string()),
+                    change_password: Err("no value supplied for change_password".to_string()),
+                    etag: Err("no value supplied for etag".to_string()),
+                    filter: Err("no value supplied for filter".to_string()),
+                    meta: Err("no value supplied for meta".to_string()),
+                    patch: Err("no value supplied for patch".to_string()),
+                    schemas: Err("no value supplied for schemas".to_string()),
+                    sort: Err("no value supplied for sort".to_string()),
+                }
+            }
+        }
+        impl ScimServiceProviderConfig {
+            pub fn authentication_schemes<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::std::vec::Vec<
+                            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                        >,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.authentication_schemes = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for authentication_schemes: {e}")
+                });
+                self
+            }
+            pub fn bulk<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.bulk = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for bulk: {e}"));
+                self
+            }
+            pub fn change_password<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.change_password = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for change_password: {e}")
+                });
+                self
+            }
+            pub fn etag<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.etag = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for etag: {e}"));
+                self
+            }
+            pub fn filter<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.filter = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for filter: {e}"));
+                self
+            }
+            pub fn meta<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ScimMeta>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.meta = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for meta: {e}"));
+                self
+            }
+            pub fn patch<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.patch = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for patch: {e}"));
+                self
+            }
+            pub fn schemas<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schemas = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for schemas: {e}"));
+                self
+            }
+            pub fn sort<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sort = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for sort: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimServiceProviderConfig> for super::ScimServiceProviderConfig {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimServiceProviderConfig,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    authentication_schemes: value.authentication_schemes?,
+                    bulk: value.bulk?,
+                    change_password: value.change_password?,
+                    etag: value.etag?,
+                    filter: value.filter?,
+                    meta: value.meta?,
+                    patch: value.patch?,
+                    schemas: value.schemas?,
+                    sort: value.sort?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimServiceProviderConfig> for ScimServiceProviderConfig {
+            fn from(value: super::ScimServiceProviderConfig) -> Self {
+                Self {
+                    authentication_schemes: Ok(value.authentication_schemes),
+                    bulk: Ok(value.bulk),
+                    change_password: Ok(value.change_password),
+                    etag: Ok(value.etag),
+                    filter: Ok(value.filter),
+                    meta: Ok(value.meta),
+                    patch: Ok(value.patch),
+                    schemas: Ok(value.schemas),
+                    sort: Ok(value.sort),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimTokenIssued {
+            config: ::std::result::Result<super::ScimConfig, ::std::string::String>,
+            token: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ScimTokenIssued {
+            fn default() -> Self {
+                Self {
+                    config: Err("no value supplied for config".to_string()),
+                    token: Err("no value supplied for token".to_string()),
+                }
+            }
+        }
+        impl ScimTokenIssued {
+            pub fn config<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ScimConfig>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.config = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for config: {e}"));
+                self
+            }
+            pub fn token<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for token: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimTokenIssued> for super::ScimTokenIssued {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimTokenIssued,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    config: value.config?,
+                    token: value.token?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimTokenIssued> for ScimTokenIssued {
+            fn from(value: super::ScimTokenIssued) -> Self {
+                Self {
+                    config: Ok(value.config),
+                    token: Ok(value.token),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ScimUser {
+            active: ::std::result::Result<::std::option::Option<bool>, ::std::string::String>,
+            display_name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            emails: ::std::result::Result<
+                ::std::vec::Vec<super::ScimMultiValue>,
+                ::std::string::String,
+            >,
+            external_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            groups:
+                ::std::result::Result<::std::vec::Vec<super::ScimReference>, ::std::string::String>,
+            id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            locale: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            meta: ::std::result::Result<
+                ::std::option::Option<super::ScimMeta>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::ScimName>,
+                ::std::string::String,
+            >,
+            nick_name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            phone_numbers: ::std::result::Result<
+                ::std::vec::Vec<super::ScimMultiValue>,
+                ::std::string::String,
+            >,
+            preferred_language: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            profile_url: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            schemas: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            timezone: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            title: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            urn_ietf_params_scim_schemas_extension_enterprise_2_0_user: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            user_name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            user_type: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ScimUser {
+            fn default() -> Self {
+                Self {
+                    active: Ok(Default::default()),
+                    display_name: Ok(Default::default()),
+                    emails: Ok(Default::default()),
+                    external_id: Ok(Default::default()),
+                    groups: Ok(Default::default()),
+                    id: Ok(Default::default()),
+                    locale: Ok(Default::default()),
+                    meta: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    nick_name: Ok(Default::default()),
+                    phone_numbers: Ok(Default::default()),
+                    preferred_language: Ok(Default::default()),
+                    profile_url: Ok(Default::default()),
+                    schemas: Err("no value supplied for schemas".to_string()),
+                    timezone: Ok(Default::default()),
+                    title: Ok(Default::default()),
+                    urn_ietf_params_scim_schemas_extension_enterprise_2_0_user: Ok(
+                        Default::default(),
+                    ),
+                    user_name: Err("no value supplied for user_name".to_string()),
+                    user_type: Ok(Default::default()),
+                }
+            }
+        }
+        impl ScimUser {
+            pub fn active<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.active = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for active: {e}"));
+                self
+            }
+            pub fn display_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.display_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for display_name: {e}"));
+                self
+            }
+            pub fn emails<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ScimMultiValue>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.emails = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for emails: {e}"));
+                self
+            }
+            pub fn external_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.external_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for external_id: {e}"));
+                self
+            }
+            pub fn groups<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ScimReference>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.groups = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for groups: {e}"));
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn locale<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.locale = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for locale: {e}"));
+                self
+            }
+            pub fn meta<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ScimMeta>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.meta = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for meta: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ScimName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn nick_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.nick_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for nick_name: {e}"));
+                self
+            }
+            pub fn phone_numbers<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ScimMultiValue>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.phone_numbers = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for phone_numbers: {e}"));
+                self
+            }
+            pub fn preferred_language<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.preferred_language = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for preferred_language: {e}")
+                });
+                self
+            }
+            pub fn profile_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.profile_url = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for profile_url: {e}"));
+                self
+            }
+            pub fn schemas<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schemas = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for schemas: {e}"));
+                self
+            }
+            pub fn timezone<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.timezone = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for timezone: {e}"));
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for title: {e}"));
+                self
+            }
+            pub fn urn_ietf_params_scim_schemas_extension_enterprise_2_0_user<T>(
+                mut self,
+                value: T,
+            ) -> Self
+            where
+                T: ::std::convert::TryInto<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.urn_ietf_params_scim_schemas_extension_enterprise_2_0_user = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for urn_ietf_params_scim_schemas_extension_enterprise_2_0_user: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn user_name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_name: {e}"));
+                self
+            }
+            pub fn user_type<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user_type = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for user_type: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ScimUser> for super::ScimUser {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ScimUser,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    active: value.active?,
+                    display_name: value.display_name?,
+                    emails: value.emails?,
+                    external_id: value.external_id?,
+                    groups: value.groups?,
+                    id: value.id?,
+                    locale: value.locale?,
+                    meta: value.meta?,
+                    name: value.name?,
+                    nick_name: value.nick_name?,
+                    phone_numbers: value.phone_numbers?,
+                    preferred_language: value.preferred_language?,
+                    profile_url: value.profile_url?,
+                    schemas: value.schemas?,
+                    timezone: value.timezone?,
+                    title: value.title?,
+                    urn_ietf_params_scim_schemas_extension_enterprise_2_0_user: value
+                        .urn_ietf_params_scim_schemas_extension_enterprise_2_0_user?,
+                    user_name: value.user_name?,
+                    user_type: value.user_type?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ScimUser> for ScimUser {
+            fn from(value: super::ScimUser) -> Self {
+                Self {
+                    active: Ok(value.active),
+                    display_name: Ok(value.display_name),
+                    emails: Ok(value.emails),
+                    external_id: Ok(value.external_id),
+                    groups: Ok(value.groups),
+                    id: Ok(value.id),
+                    locale: Ok(value.locale),
+                    meta: Ok(value.meta),
+                    name: Ok(value.name),
+                    nick_name: Ok(value.nick_name),
+                    phone_numbers: Ok(value.phone_numbers),
+                    preferred_language: Ok(value.preferred_language),
+                    profile_url: Ok(value.profile_url),
+                    schemas: Ok(value.schemas),
+                    timezone: Ok(value.timezone),
+                    title: Ok(value.title),
+                    urn_ietf_params_scim_schemas_extension_enterprise_2_0_user: Ok(
+                        value.urn_ietf_params_scim_schemas_extension_enterprise_2_0_user
+                    ),
+                    user_name: Ok(value.user_name),
+                    user_type: Ok(value.user_type),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct SendMessageRequest {
             agent_id:
                 ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
@@ -41153,6 +43706,9 @@ pub mod types {
         pub(super) fn param_spec_description() -> super::ParamSpecDescription {
             super::ParamSpecDescription("".to_string())
         }
+        pub(super) fn scim_config_input_default_role() -> ::std::string::String {
+            "member".to_string()
+        }
         pub(super) fn sso_config_input_default_role() -> ::std::option::Option<::std::string::String>
         {
             ::std::option::Option::Some("member".to_string())
@@ -41203,7 +43759,7 @@ pub mod types {
 
 Multi-tenant backend for AI chat applications: accounts, organizations, roles, conversations with language models, tools, knowledge bases, agents and MCP connections. Every operation except those marked public requires `Authorization: Bearer <access_token>`. Errors have the body `{request_id, error_code, message}` with a stable `error_code`.
 
-Version: 0.6.0*/
+Version: 0.7.0*/
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
@@ -41241,7 +43797,7 @@ impl Client {
 }
 impl ClientInfo<()> for Client {
     fn api_version() -> &'static str {
-        "0.6.0"
+        "0.7.0"
     }
     fn baseurl(&self) -> &str {
         self.baseurl.as_str()
@@ -43498,6 +46054,78 @@ impl Client {
     ```*/
     pub fn org_list(&self) -> builder::OrgList<'_> {
         builder::OrgList::new(self)
+    }
+    /**Show the organization's SCIM provisioning
+
+    An addition to the spec, for the organization's admins (level 80 and `organization:admin`): the base URL to give the identity provider, whether a token is issued (never the token), the group-to-role mappings and how many Users and Groups are provisioned. `404 not_found` when provisioning is off.
+
+    Sends a `GET` request to `/api/org/scim`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_scim_get()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_scim_get(&self) -> builder::OrgScimGet<'_> {
+        builder::OrgScimGet::new(self)
+    }
+    /**Set how provisioned groups map to roles
+
+    An addition to the spec, for the organization's admins (level 80 and `organization:admin`); turns provisioning on when it was off (it works once a token is issued). A provisioned member's role is the role of the first mapping naming one of their Groups (by `displayName`), else `default_role`; every provisioned member's role is set again now, in the same transaction. Owners keep their role. Each role must be a role of the organization other than `owner` (`400 invalid_role`). Audited as `scim.configured`.
+
+    What provisioning does (`/scim/v2`, RFC 7643/7644): a User stands for the account of its primary e-mail address (else its first, else `userName` when it is an address): a member of the organization (or an invitee) with that address, or a new account made now (with no usable password: the person signs in with the organization's single sign-on or resets a password). An address of an account outside the organization is refused (`409 uniqueness`): invite it first. A User without an address is kept but stands for nobody until it gets one. `active: false`, or deleting the User, suspends the membership at once (its sessions and tokens are refused in the organization from the next request); `active: true` makes it active again. An owner cannot be deactivated by provisioning.
+
+    Sends a `PUT` request to `/api/org/scim`
+
+    Arguments:
+    - `org_id`: The organization.
+    - `body`
+    ```ignore
+    let response = client.org_scim_put()
+        .org_id(org_id)
+        .body(body)
+        .send()
+        .await;
+    ```*/
+    pub fn org_scim_put(&self) -> builder::OrgScimPut<'_> {
+        builder::OrgScimPut::new(self)
+    }
+    /**Turn the organization's SCIM provisioning off
+
+    An addition to the spec, for the organization's admins (level 80 and `organization:admin`). The token stops working and the provisioned Users and Groups are forgotten; the members they made stay as they are (suspend or remove them with the member operations). `404 not_found` when it is off. Audited as `scim.removed`.
+
+    Sends a `DELETE` request to `/api/org/scim`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_scim_delete()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_scim_delete(&self) -> builder::OrgScimDelete<'_> {
+        builder::OrgScimDelete::new(self)
+    }
+    /**Issue the organization's SCIM token
+
+    An addition to the spec, for the organization's admins (level 80 and `organization:admin`); turns provisioning on (role mappings empty, default role `member`) when it was off. The token (`wscim_…`, 256 random bits) is answered once and stored only as its SHA-256; the previous token stops working at once. Audited as `scim.token_issued`.
+
+    Sends a `POST` request to `/api/org/scim/token`
+
+    Arguments:
+    - `org_id`: The organization.
+    ```ignore
+    let response = client.org_scim_token()
+        .org_id(org_id)
+        .send()
+        .await;
+    ```*/
+    pub fn org_scim_token(&self) -> builder::OrgScimToken<'_> {
+        builder::OrgScimToken::new(self)
     }
     /**Create a service account with its first token
 
@@ -55631,6 +58259,339 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_scim_get`]
+
+    [`Client::org_scim_get`]: super::Client::org_scim_get*/
+    #[derive(Debug, Clone)]
+    pub struct OrgScimGet<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgScimGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/org/scim`
+        pub async fn send(self) -> Result<ResponseValue<types::ScimConfig>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/scim", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_scim_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_scim_put`]
+
+    [`Client::org_scim_put`]: super::Client::org_scim_put*/
+    #[derive(Debug, Clone)]
+    pub struct OrgScimPut<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ScimConfigInput, String>,
+    }
+    impl<'a> OrgScimPut<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ScimConfigInput>,
+            <V as std::convert::TryInto<types::ScimConfigInput>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| format!("conversion to `ScimConfigInput` for body failed: {}", s));
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(types::builder::ScimConfigInput) -> types::builder::ScimConfigInput,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/org/scim`
+        pub async fn send(self) -> Result<ResponseValue<types::ScimConfig>, Error<types::Error>> {
+            let Self {
+                client,
+                org_id,
+                body,
+            } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ScimConfigInput::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/scim", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_scim_put",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                408u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_scim_delete`]
+
+    [`Client::org_scim_delete`]: super::Client::org_scim_delete*/
+    #[derive(Debug, Clone)]
+    pub struct OrgScimDelete<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgScimDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `DELETE` request to `/api/org/scim`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::MessageResponse>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/scim", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_scim_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                404u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::org_scim_token`]
+
+    [`Client::org_scim_token`]: super::Client::org_scim_token*/
+    #[derive(Debug, Clone)]
+    pub struct OrgScimToken<'a> {
+        client: &'a super::Client,
+        org_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OrgScimToken<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                org_id: Err("org_id was not initialized".to_string()),
+            }
+        }
+        pub fn org_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.org_id = value
+                .try_into()
+                .map_err(|_| "conversion to `:: uuid :: Uuid` for org_id failed".to_string());
+            self
+        }
+        ///Sends a `POST` request to `/api/org/scim/token`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ScimTokenIssued>, Error<types::Error>> {
+            let Self { client, org_id } = self;
+            let org_id = org_id.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/org/scim/token", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("org_id", &org_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "org_scim_token",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

@@ -759,6 +759,31 @@ impl DeploymentAccess {
     }
 }
 
+/// A SCIM bearer token that matched an organization's (issue #37): the
+/// organization's identity provider, provisioning its Users and Groups.
+/// Made only by [`crate::context::ServerContext::authorize_scim`].
+#[derive(Clone, Debug)]
+pub struct ScimGrant {
+    org_id: uuid::Uuid,
+    origin: crate::audit::Origin,
+}
+
+impl ScimGrant {
+    pub(crate) fn grant(org_id: uuid::Uuid, origin: crate::audit::Origin) -> ScimGrant {
+        ScimGrant { org_id, origin }
+    }
+
+    pub fn org_id(&self) -> uuid::Uuid {
+        self.org_id
+    }
+
+    /// Where the request came from (the audit log's origin; the actor is
+    /// the server acting for the provider).
+    pub fn origin(&self) -> &crate::audit::Origin {
+        &self.origin
+    }
+}
+
 /// A redeemed WebSocket ticket: the member it was issued to, in the
 /// organization it was issued for (the live channel's notices). Made only
 /// by [`crate::context::ServerContext::authorize_ws_ticket`].

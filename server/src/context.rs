@@ -4,7 +4,7 @@ use crate::audit::{Actor as AuditActor, Origin};
 use crate::authn::{Actor, TokenKeys};
 use crate::authz::{
     Admin, DeploymentAccess, DownloadGrant, GatewayAccess, Grant, LiveAccess, OAuthCallbackGrant,
-    OrgAccess, Requirement, SystemAdmin, on, perm,
+    OrgAccess, Requirement, ScimGrant, SystemAdmin, on, perm,
 };
 use crate::config::Config;
 use crate::db::Datastore;
@@ -263,6 +263,32 @@ impl ServerContext {
             let d = found.deployment;
             (DeploymentAccess::grant(d.org_id, d.id, d.agent_id), d)
         }))
+    }
+
+    /// The organization whose SCIM bearer token (`wscim_…`) the request
+    /// carries (issue #37), or `None` (no such token: `401`). Garbage costs
+    /// no statement.
+    pub async fn authorize_scim(&self, rqctx: &Rq) -> Result<Option<ScimGrant>, Error> {
+        let token = rqctx
+            .request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|t| crate::authn::is_secret_shaped(t, workspace_api::scim::TOKEN_PREFIX));
+        let Some(token) = token else {
+            return Ok(None);
+        };
+        let hash = crate::authn::hash_secret(token);
+        let Some(org_id) = self.datastore.scim_authenticate(&hash).await? else {
+            return Ok(None);
+        };
+        let origin = self.origin(rqctx, AuditActor::SYSTEM);
+        Ok(Some(ScimGrant::grant(org_id, origin)))
     }
 
     /// Redeems a WebSocket ticket (single-use: it is consumed) issued for

@@ -178,6 +178,33 @@ pub fn database_unavailable(internal: impl Into<String>) -> Error {
     }
 }
 
+/// What a SCIM operation fails with (issue #37): a protocol error the
+/// client gets as a SCIM error body, or a server error (the database
+/// unavailable, a bug) answered with its status and a SCIM body.
+#[derive(Debug)]
+pub enum ScimFailure {
+    Protocol(workspace_scim::ScimError),
+    Server(Error),
+}
+
+impl From<Error> for ScimFailure {
+    fn from(error: Error) -> ScimFailure {
+        ScimFailure::Server(error)
+    }
+}
+
+impl From<tokio_postgres::Error> for ScimFailure {
+    fn from(error: tokio_postgres::Error) -> ScimFailure {
+        ScimFailure::Server(error.into())
+    }
+}
+
+impl From<workspace_scim::ScimError> for ScimFailure {
+    fn from(error: workspace_scim::ScimError) -> ScimFailure {
+        ScimFailure::Protocol(error)
+    }
+}
+
 impl From<tokio_postgres::Error> for Error {
     fn from(error: tokio_postgres::Error) -> Error {
         // PostgreSQL text cannot hold NUL characters; any input that carries

@@ -495,6 +495,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         .connection_limits(connection_limits)
         .cors(cors)
         .server_timing(server_timing)
+        .not_found(std::sync::Arc::new(app::scim::unknown_path))
         .start()
         .context("starting the HTTP server")?;
     if let Some(links) = &kb.download_links {

@@ -644,6 +644,7 @@ fn load_spec_for_codegen(root: &Path, excluded: &[&[&str]]) -> Result<openapiv3:
             &mut item.post,
             &mut item.delete,
             &mut item.options,
+            &mut item.patch,
         ] {
             if slot
                 .as_ref()
@@ -945,7 +946,8 @@ const SUITE_PROGRAMS: &[(&str, &str, &str)] = &[
 /// The Python packages the suite runs, pinned: the contract fuzz
 /// (schemathesis), the local SMTP server (aiosmtpd), the OpenAI client
 /// the deployments test drives the OpenAI-compatible surface with and the
-/// Standard Webhooks library the webhook receiver verifies with. They
+/// Standard Webhooks library the webhook receiver verifies with, and the
+/// SCIM compliance checker (scim2-tester). They
 /// live in a virtual environment under the target directory
 /// (`target/pyenv`), never in the system's Python.
 const PYTHON_REQUIREMENTS: &[&str] = &[
@@ -955,6 +957,12 @@ const PYTHON_REQUIREMENTS: &[&str] = &[
     // The webhook receiver of the webhooks tests verifies deliveries with
     // the official Standard Webhooks library.
     "standardwebhooks==1.1.0",
+    // The SCIM compliance checker the SCIM test runs against the server
+    // (issue #37), with its client's HTTP engine, all pinned.
+    "scim2-tester[httpx2]==0.5.2",
+    "scim2-client==0.13.2",
+    "scim2-models==0.12.3",
+    "httpx2==2.16.2",
 ];
 
 /// The virtual environment's python, created and filled when missing or

@@ -4,8 +4,8 @@
 
 use crate::operations::{CHAT_EXPORT_OPERATIONS, CHAT_STREAM_EVENTS, CHAT_STREAMING_OPERATIONS};
 use crate::operations::{
-    DEPLOYMENT_KEY_OPERATIONS, PUBLIC_OPERATIONS, QUERY_DEFAULTS, STREAM_EVENTS,
-    STREAMED_JSON_OPERATIONS, STREAMING_OPERATIONS, error_statuses,
+    DEPLOYMENT_KEY_OPERATIONS, PUBLIC_OPERATIONS, QUERY_DEFAULTS, SCIM_ANSWERS, SCIM_BODIES,
+    SCIM_OPERATIONS, STREAM_EVENTS, STREAMED_JSON_OPERATIONS, STREAMING_OPERATIONS, error_statuses,
 };
 use openapiv3::{
     AnySchema, Discriminator, Header, HeaderStyle, MediaType, OpenAPI, Operation, Parameter,
@@ -39,8 +39,9 @@ fn add_schema<T: schemars::JsonSchema>(doc: &mut OpenAPI) {
         let mut value = serde_json::to_value(&schema).expect("a schemars schema serialises");
         any_value_schemas(&mut value);
         nullable_reference_schemas(&mut value);
-        let schema: Schema =
-            serde_json::from_value(value).expect("a schemars schema is an OpenAPI 3.0 schema");
+        let schema: Schema = serde_json::from_value(value.clone()).unwrap_or_else(|e| {
+            panic!("the schema of {name} is not an OpenAPI 3.0 schema ({e}): {value}")
+        });
         components
             .schemas
             .entry(name)
@@ -56,7 +57,10 @@ fn nullable_reference_schemas(value: &mut serde_json::Value) {
     use serde_json::Value;
     match value {
         Value::Object(map) => {
+            // A reference is a string; an object under `$ref` is a
+            // property named `$ref` (SCIM's), not a reference.
             if map.len() > 1
+                && map.get("$ref").is_some_and(Value::is_string)
                 && let Some(reference) = map.remove("$ref")
             {
                 map.insert(
@@ -269,11 +273,13 @@ fn reason(status: u16) -> &'static str {
         408 => "Request timeout",
         409 => "Conflict",
         410 => "Gone",
+        412 => "Precondition failed",
         413 => "Payload too large",
         415 => "Unsupported media type",
         422 => "Unprocessable",
         429 => "Too many requests",
         500 => "Internal error",
+        501 => "Not implemented",
         502 => "The model provider failed",
         503 => "Service unavailable",
         _ => panic!("no reason phrase for {status}: add one"),
@@ -382,6 +388,93 @@ fn patch_chat_export(id: &str, op: &mut Operation) {
     op.responses
         .responses
         .insert(StatusCode::Code(200), ReferenceOr::Item(response));
+}
+
+/// A SCIM operation's body and success answer (`application/scim+json`,
+/// see [`SCIM_BODIES`] and [`SCIM_ANSWERS`]).
+fn patch_scim(id: &str, op: &mut Operation) {
+    if id == "scim_search" {
+        // Always `501` (declared with the errors).
+        op.responses.default = None;
+        return;
+    }
+    let Some((_, status, schema)) = SCIM_ANSWERS.iter().find(|(o, _, _)| *o == id) else {
+        return;
+    };
+    let scim_json = |schema: &str| MediaType {
+        schema: Some(schema_ref(schema)),
+        ..Default::default()
+    };
+    if let Some((_, body_schema)) = SCIM_BODIES.iter().find(|(o, _)| *o == id)
+        && let Some(ReferenceOr::Item(body)) = op.request_body.as_mut()
+    {
+        body.content.clear();
+        body.content
+            .insert("application/scim+json".to_string(), scim_json(body_schema));
+        body.content
+            .insert("application/json".to_string(), scim_json(body_schema));
+        body.required = true;
+    }
+    let mut response = Response {
+        description: match status {
+            201 => "Created: the resource, with its `ETag` and `Location`.".to_string(),
+            204 => "Deleted.".to_string(),
+            _ => "The answer (`application/scim+json`).".to_string(),
+        },
+        ..Default::default()
+    };
+    if let Some(schema) = schema {
+        response
+            .content
+            .insert("application/scim+json".to_string(), scim_json(schema));
+    }
+    op.responses.default = None;
+    op.responses
+        .responses
+        .insert(StatusCode::Code(*status), ReferenceOr::Item(response));
+    if matches!(id, "scim_users_get" | "scim_groups_get") {
+        op.responses.responses.insert(
+            StatusCode::Code(304),
+            ReferenceOr::Item(Response {
+                description: "Not modified: `If-None-Match` names the current version.".to_string(),
+                ..Default::default()
+            }),
+        );
+    }
+}
+
+/// A SCIM error answer: a `ScimError` (`application/scim+json`).
+fn scim_error_response(status: u16, scim_types: &[&str]) -> ReferenceOr<Response> {
+    let types = if scim_types.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " `scimType`: {}.",
+            scim_types
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let mut response = Response {
+        description: format!("{}.{types}", reason(status)),
+        ..Default::default()
+    };
+    response.content.insert(
+        "application/scim+json".to_string(),
+        MediaType {
+            schema: Some(schema_ref("ScimError")),
+            ..Default::default()
+        },
+    );
+    if status == 401 {
+        response.headers.insert(
+            "WWW-Authenticate".to_string(),
+            header_ref("WwwAuthenticate"),
+        );
+    }
+    ReferenceOr::Item(response)
 }
 
 fn error_response(status: u16, codes: &[&str], schema: &str) -> ReferenceOr<Response> {
@@ -535,6 +628,22 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
             extensions: Default::default(),
         }),
     );
+    components.security_schemes.insert(
+        "scimToken".to_string(),
+        ReferenceOr::Item(SecurityScheme::HTTP {
+            scheme: "bearer".to_string(),
+            bearer_format: Some("wscim_…".to_string()),
+            description: Some(
+                "An organization's SCIM token (`POST /api/org/scim/token`), for the \
+                 SCIM service (`/scim/v2`) only."
+                    .into(),
+            ),
+            extensions: Default::default(),
+        }),
+    );
+    let scim_token: SecurityRequirement = [("scimToken".to_string(), Vec::new())]
+        .into_iter()
+        .collect();
     let deployment_key: SecurityRequirement = [("deploymentKey".to_string(), Vec::new())]
         .into_iter()
         .collect();
@@ -556,6 +665,14 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
     add_schema::<crate::kb::KbQueryStreamEvent>(doc);
     add_schema::<crate::users::AccountExport>(doc);
     add_schema::<crate::chat_transfer::ChatExportDocument>(doc);
+    add_schema::<crate::scim::ScimUser>(doc);
+    add_schema::<crate::scim::ScimGroup>(doc);
+    add_schema::<crate::scim::ScimListResponse>(doc);
+    add_schema::<crate::scim::ScimPatchRequest>(doc);
+    add_schema::<crate::scim::ScimError>(doc);
+    add_schema::<crate::scim::ScimServiceProviderConfig>(doc);
+    add_schema::<crate::scim::ScimResourceType>(doc);
+    add_schema::<crate::scim::ScimSchema>(doc);
     name_tagged_variants(doc, "KbQueryStreamEvent", "type");
     type_nullable_references(doc);
 
@@ -584,6 +701,9 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
             let schema = if DEPLOYMENT_KEY_OPERATIONS.contains(&id) {
                 op.security = Some(vec![deployment_key.clone()]);
                 "OpenAiError"
+            } else if SCIM_OPERATIONS.contains(&id) {
+                op.security = Some(vec![scim_token.clone()]);
+                "ScimError"
             } else {
                 "Error"
             };
@@ -620,6 +740,7 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
             patch_deployment_responses(id, op);
             patch_streamed_json(id, op);
             patch_chat_export(id, op);
+            patch_scim(id, op);
             let has_input = !op.parameters.is_empty() || op.request_body.is_some();
             let has_body = op.request_body.is_some();
             let statuses = error_statuses(id, has_input, has_body)
@@ -628,10 +749,16 @@ pub(crate) fn patch_document(doc: &mut OpenAPI) {
                 .responses
                 .retain(|status, _| matches!(status, StatusCode::Code(200..=399)));
             for (status, codes) in statuses {
-                op.responses.responses.insert(
-                    StatusCode::Code(status),
-                    error_response(status, &codes, schema),
-                );
+                // A body that does not arrive in time is answered by the
+                // server's body reader, in the API's own error shape.
+                let response = match (schema, status) {
+                    ("ScimError", 408) => error_response(status, &codes, "Error"),
+                    ("ScimError", _) => scim_error_response(status, &codes),
+                    _ => error_response(status, &codes, schema),
+                };
+                op.responses
+                    .responses
+                    .insert(StatusCode::Code(status), response);
             }
             // Every answer, errors included (`http.server_timing`).
             for (_, response) in op.responses.responses.iter_mut() {

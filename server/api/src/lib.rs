@@ -26,6 +26,7 @@ pub mod operations;
 pub mod orgs;
 pub mod roles;
 pub mod schema;
+pub mod scim;
 pub mod service_accounts;
 pub mod sso;
 pub mod system;
@@ -39,7 +40,7 @@ pub mod webhooks;
 pub use operations::{
     CLI_HANDWRITTEN_OPERATIONS, CLIENT_HANDWRITTEN_OPERATIONS, CLIENT_SKIPPED_OPERATIONS,
     DEPLOYMENT_KEY_OPERATIONS, MULTIPART_OPERATIONS, OPERATION_ERRORS, PUBLIC_OPERATIONS,
-    STREAMING_OPERATIONS, error_statuses,
+    SCIM_OPERATIONS, STREAMING_OPERATIONS, error_statuses,
 };
 
 use dropshot::{
@@ -51,7 +52,7 @@ use crate::extract::{JsonBody, QueryParams};
 /// Title of the OpenAPI document.
 pub const API_TITLE: &str = "Workspace API";
 /// Version of the OpenAPI document (the interface, not the server build).
-pub const API_VERSION: semver::Version = semver::Version::new(0, 6, 0);
+pub const API_VERSION: semver::Version = semver::Version::new(0, 7, 0);
 
 /// The Workspace API: a multi-tenant backend for AI chat applications.
 #[dropshot::api_description {
@@ -74,6 +75,7 @@ pub const API_VERSION: semver::Version = semver::Version::new(0, 6, 0);
             "mcp" = { description = "MCP servers, OAuth connections, instances." },
             "mcp-playground" = { description = "Chat with MCP tools." },
             "audit" = { description = "The audit log." },
+            "scim" = { description = "SCIM 2.0 provisioning by an organization's identity provider (RFC 7643/7644), authenticated by its SCIM token." },
         }
     }
 }]
@@ -3479,6 +3481,363 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<webhooks::WebhookDeliveryQuery>,
     ) -> Result<HttpResponseAccepted<webhooks::WebhookDelivery>, HttpError>;
+
+    // ---- SCIM provisioning (issue #37) ----
+
+    /// Show the organization's SCIM provisioning.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80
+    /// and `organization:admin`): the base URL to give the identity
+    /// provider, whether a token is issued (never the token), the
+    /// group-to-role mappings and how many Users and Groups are
+    /// provisioned. `404 not_found` when provisioning is off.
+    #[endpoint { method = GET, path = "/api/org/scim", tags = ["orgs"] }]
+    async fn org_scim_get(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<scim::ScimConfig>, HttpError>;
+
+    /// Set how provisioned groups map to roles.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80
+    /// and `organization:admin`); turns provisioning on when it was off
+    /// (it works once a token is issued). A provisioned member's role is
+    /// the role of the first mapping naming one of their Groups (by
+    /// `displayName`), else `default_role`; every provisioned member's
+    /// role is set again now, in the same transaction. Owners keep their
+    /// role. Each role must be a role of the organization other than
+    /// `owner` (`400 invalid_role`). Audited as `scim.configured`.
+    ///
+    /// What provisioning does (`/scim/v2`, RFC 7643/7644): a User stands
+    /// for the account of its primary e-mail address (else its first, else
+    /// `userName` when it is an address): a member of the organization
+    /// (or an invitee) with that address, or a new account made now (with
+    /// no usable password: the person signs in with the organization's
+    /// single sign-on or resets a password). An address of an account
+    /// outside the organization is refused (`409 uniqueness`): invite it
+    /// first. A User without an address is kept but stands for nobody
+    /// until it gets one. `active: false`, or deleting the User, suspends
+    /// the membership at once (its sessions and tokens are refused in the
+    /// organization from the next request); `active: true` makes it active
+    /// again. An owner cannot be deactivated by provisioning.
+    #[endpoint { method = PUT, path = "/api/org/scim", tags = ["orgs"] }]
+    async fn org_scim_put(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+        body: JsonBody<scim::ScimConfigInput>,
+    ) -> Result<HttpResponseOk<scim::ScimConfig>, HttpError>;
+
+    /// Issue the organization's SCIM token.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80
+    /// and `organization:admin`); turns provisioning on (role mappings
+    /// empty, default role `member`) when it was off. The token
+    /// (`wscim_…`, 256 random bits) is answered once and stored only as
+    /// its SHA-256; the previous token stops working at once. Audited as
+    /// `scim.token_issued`.
+    #[endpoint { method = POST, path = "/api/org/scim/token", tags = ["orgs"] }]
+    async fn org_scim_token(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<scim::ScimTokenIssued>, HttpError>;
+
+    /// Turn the organization's SCIM provisioning off.
+    ///
+    /// An addition to the spec, for the organization's admins (level 80
+    /// and `organization:admin`). The token stops working and the
+    /// provisioned Users and Groups are forgotten; the members they made
+    /// stay as they are (suspend or remove them with the member
+    /// operations). `404 not_found` when it is off. Audited as
+    /// `scim.removed`.
+    #[endpoint { method = DELETE, path = "/api/org/scim", tags = ["orgs"] }]
+    async fn org_scim_delete(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<orgs::OrgQuery>,
+    ) -> Result<HttpResponseOk<orgs::MessageResponse>, HttpError>;
+
+    /// SCIM: what this service provider supports.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// RFC 7644 §4: PATCH and filters supported (at most 200 results a page),
+    /// ETags supported, no bulk, no sorting, no password change.
+    #[endpoint { method = GET, path = "/scim/v2/ServiceProviderConfig", tags = ["scim"] }]
+    async fn scim_service_provider_config(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: the resource types (User, Group).
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    #[endpoint { method = GET, path = "/scim/v2/ResourceTypes", tags = ["scim"] }]
+    async fn scim_resource_types(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: one resource type.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// An unknown id: `404`.
+    #[endpoint { method = GET, path = "/scim/v2/ResourceTypes/{id}", tags = ["scim"] }]
+    async fn scim_resource_type(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: the schemas of the attributes kept.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// The core User schema (without `password`, `photos`, `addresses`,
+    /// `ims`, `entitlements`, `roles` and `x509Certificates`), the enterprise
+    /// User extension and the core Group schema, with each attribute's
+    /// characteristics.
+    #[endpoint { method = GET, path = "/scim/v2/Schemas", tags = ["scim"] }]
+    async fn scim_schemas(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: one schema.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// An unknown id: `404`.
+    #[endpoint { method = GET, path = "/scim/v2/Schemas/{id}", tags = ["scim"] }]
+    async fn scim_schema(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: search several resource types at once (not supported).
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`); errors are `ScimError`. Always
+    /// `501`: search each type with `GET /scim/v2/Users` or
+    /// `GET /scim/v2/Groups` and a `filter`.
+    #[endpoint { method = POST, path = "/scim/v2/.search", tags = ["scim"] }]
+    async fn scim_search(
+        rqctx: RequestContext<Self::Context>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: list or filter the provisioned Users.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// A `ScimListResponse` of `ScimUser`s, oldest first: `filter` (RFC 7644
+    /// §3.4.2.2, every operator, `and`/`or`/`not`, value paths such as
+    /// `emails[type eq "work"]`; at most 4,096 bytes; an invalid one is `400
+    /// invalidFilter`), `startIndex` (1-based), `count` (at most 200),
+    /// `attributes`/`excludedAttributes`. `totalResults` counts every match.
+    #[endpoint { method = GET, path = "/scim/v2/Users", tags = ["scim"] }]
+    async fn scim_users_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<scim::ScimListQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: provision a User.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// The body is a `ScimUser`; read-only and unknown attributes are ignored.
+    /// Answers `201` with the `ScimUser`, its `ETag` and `Location`. A taken
+    /// `userName` (compared without case), or an address of an account outside
+    /// the organization: `409 uniqueness`. See `PUT /api/org/scim` for what a
+    /// User does to the organization's members.
+    #[endpoint { method = POST, path = "/scim/v2/Users", tags = ["scim"] }]
+    async fn scim_users_create(
+        rqctx: RequestContext<Self::Context>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: read a User.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// `attributes`/`excludedAttributes` as in the list. With `If-None-Match`
+    /// naming its current version: `304`. An unknown id: `404`.
+    #[endpoint { method = GET, path = "/scim/v2/Users/{id}", tags = ["scim"] }]
+    async fn scim_users_get(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+        query: QueryParams<scim::ScimResourceQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: replace a User.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// The body is a whole `ScimUser`: attributes it leaves out are removed.
+    /// With `If-Match` naming another version: `412`. Answers the `ScimUser`.
+    #[endpoint { method = PUT, path = "/scim/v2/Users/{id}", tags = ["scim"] }]
+    async fn scim_users_replace(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: change some attributes of a User.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// The body is a `ScimPatchRequest` (RFC 7644 §3.5.2): `add`, `replace`,
+    /// `remove` with attribute paths, sub-attributes, value filters and
+    /// extension URNs, applied in order, all or none (a path naming nothing:
+    /// `400 noTarget`; a read-only attribute: `400 mutability`). With
+    /// `If-Match` naming another version: `412`. Answers the `ScimUser`.
+    #[endpoint { method = PATCH, path = "/scim/v2/Users/{id}", tags = ["scim"] }]
+    async fn scim_users_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: deprovision a User.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// Answers `204`. The person's membership is suspended at once (their
+    /// sessions and tokens are refused in the organization from the next
+    /// request); their account and data stay. They leave their Groups.
+    #[endpoint { method = DELETE, path = "/scim/v2/Users/{id}", tags = ["scim"] }]
+    async fn scim_users_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: list or filter the provisioned Groups.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// A `ScimListResponse` of `ScimGroup`s, oldest first: `filter` (RFC 7644
+    /// §3.4.2.2, every operator, `and`/`or`/`not`, value paths such as
+    /// `emails[type eq "work"]`; at most 4,096 bytes; an invalid one is `400
+    /// invalidFilter`), `startIndex` (1-based), `count` (at most 200),
+    /// `attributes`/`excludedAttributes`. `totalResults` counts every match.
+    #[endpoint { method = GET, path = "/scim/v2/Groups", tags = ["scim"] }]
+    async fn scim_groups_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<scim::ScimListQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: provision a Group.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// The body is a `ScimGroup`; read-only and unknown attributes are ignored.
+    /// Answers `201` with the `ScimGroup`, its `ETag` and `Location`. Every member must
+    /// be a provisioned User (or Group) of the organization (`400 invalidValue`);
+    /// members get the role the Group's `displayName` maps to.
+    #[endpoint { method = POST, path = "/scim/v2/Groups", tags = ["scim"] }]
+    async fn scim_groups_create(
+        rqctx: RequestContext<Self::Context>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: read a Group.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// `attributes`/`excludedAttributes` as in the list. With `If-None-Match`
+    /// naming its current version: `304`. An unknown id: `404`.
+    #[endpoint { method = GET, path = "/scim/v2/Groups/{id}", tags = ["scim"] }]
+    async fn scim_groups_get(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+        query: QueryParams<scim::ScimResourceQuery>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: replace a Group.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// The body is a whole `ScimGroup`: attributes it leaves out are removed.
+    /// With `If-Match` naming another version: `412`. Answers the `ScimGroup`.
+    #[endpoint { method = PUT, path = "/scim/v2/Groups/{id}", tags = ["scim"] }]
+    async fn scim_groups_replace(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: change some attributes of a Group.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// The body is a `ScimPatchRequest` (RFC 7644 §3.5.2): `add`, `replace`,
+    /// `remove` with attribute paths, sub-attributes, value filters and
+    /// extension URNs, applied in order, all or none (a path naming nothing:
+    /// `400 noTarget`; a read-only attribute: `400 mutability`). With
+    /// `If-Match` naming another version: `412`. Answers the `ScimGroup`.
+    #[endpoint { method = PATCH, path = "/scim/v2/Groups/{id}", tags = ["scim"] }]
+    async fn scim_groups_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+        body: dropshot::UntypedBody,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
+
+    /// SCIM: deprovision a Group.
+    ///
+    /// SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token
+    /// (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and
+    /// errors are `application/scim+json` (errors: `ScimError`). Any SCIM client
+    /// is its client: it is not in the generated client or the CLI.
+    ///
+    /// Answers `204`. Its members get the role their other Groups map to.
+    #[endpoint { method = DELETE, path = "/scim/v2/Groups/{id}", tags = ["scim"] }]
+    async fn scim_groups_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<scim::ScimIdPath>,
+    ) -> Result<http::Response<dropshot::Body>, HttpError>;
 
     // ---- Single sign-on (issue #37) ----
 

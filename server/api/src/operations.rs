@@ -42,6 +42,70 @@ pub const PUBLIC_OPERATIONS: &[&str] = &[
 pub const DEPLOYMENT_KEY_OPERATIONS: &[&str] =
     &["deployments_chat_completions", "deployments_models"];
 
+/// The SCIM 2.0 service (issue #37, `/scim/v2`): authenticated by an
+/// organization's SCIM token (`wscim_…`) instead of a user's access token;
+/// bodies and errors are `application/scim+json`, errors the `ScimError`
+/// schema with a `scimType` instead of an `error_code`. Left out of the
+/// generated client and CLI: any SCIM client (an identity provider) is
+/// their client.
+pub const SCIM_OPERATIONS: &[&str] = &[
+    "scim_search",
+    "scim_service_provider_config",
+    "scim_resource_types",
+    "scim_resource_type",
+    "scim_schemas",
+    "scim_schema",
+    "scim_users_list",
+    "scim_users_create",
+    "scim_users_get",
+    "scim_users_replace",
+    "scim_users_patch",
+    "scim_users_delete",
+    "scim_groups_list",
+    "scim_groups_create",
+    "scim_groups_get",
+    "scim_groups_replace",
+    "scim_groups_patch",
+    "scim_groups_delete",
+];
+
+/// SCIM operations whose request body is a SCIM resource or PATCH
+/// (`application/scim+json`), with the schema it follows.
+pub const SCIM_BODIES: &[(&str, &str)] = &[
+    ("scim_users_create", "ScimUser"),
+    ("scim_users_replace", "ScimUser"),
+    ("scim_users_patch", "ScimPatchRequest"),
+    ("scim_groups_create", "ScimGroup"),
+    ("scim_groups_replace", "ScimGroup"),
+    ("scim_groups_patch", "ScimPatchRequest"),
+];
+
+/// The success answer of each SCIM operation: its status and schema
+/// (`None`: no body).
+pub const SCIM_ANSWERS: &[(&str, u16, Option<&str>)] = &[
+    (
+        "scim_service_provider_config",
+        200,
+        Some("ScimServiceProviderConfig"),
+    ),
+    ("scim_resource_types", 200, Some("ScimListResponse")),
+    ("scim_resource_type", 200, Some("ScimResourceType")),
+    ("scim_schemas", 200, Some("ScimListResponse")),
+    ("scim_schema", 200, Some("ScimSchema")),
+    ("scim_users_list", 200, Some("ScimListResponse")),
+    ("scim_users_create", 201, Some("ScimUser")),
+    ("scim_users_get", 200, Some("ScimUser")),
+    ("scim_users_replace", 200, Some("ScimUser")),
+    ("scim_users_patch", 200, Some("ScimUser")),
+    ("scim_users_delete", 204, None),
+    ("scim_groups_list", 200, Some("ScimListResponse")),
+    ("scim_groups_create", 201, Some("ScimGroup")),
+    ("scim_groups_get", 200, Some("ScimGroup")),
+    ("scim_groups_replace", 200, Some("ScimGroup")),
+    ("scim_groups_patch", 200, Some("ScimGroup")),
+    ("scim_groups_delete", 204, None),
+];
+
 /// Operations whose success response is a Server-Sent Events stream
 /// (`text/event-stream`), whose events are the [`STREAM_EVENTS`] schema.
 /// progenitor's CLI generator cannot handle them (`todo!()`), so the CLI
@@ -109,6 +173,25 @@ pub const CLIENT_SKIPPED_OPERATIONS: &[&str] = &[
     // The MCP playground stream: read with any SSE client (items are
     // `PlaygroundItem`).
     "mcp_playground_chat",
+    // SCIM (issue #37): any SCIM client is its client.
+    "scim_search",
+    "scim_service_provider_config",
+    "scim_resource_types",
+    "scim_resource_type",
+    "scim_schemas",
+    "scim_schema",
+    "scim_users_list",
+    "scim_users_create",
+    "scim_users_get",
+    "scim_users_replace",
+    "scim_users_patch",
+    "scim_users_delete",
+    "scim_groups_list",
+    "scim_groups_create",
+    "scim_groups_get",
+    "scim_groups_replace",
+    "scim_groups_patch",
+    "scim_groups_delete",
 ];
 
 /// Operations left out of the generated CLI only (the client still has
@@ -1522,6 +1605,77 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         "org_webhooks_replay",
         &[(403, &["forbidden"]), (404, &["not_found"])],
     ),
+    (
+        "org_scim_get",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    (
+        "org_scim_put",
+        &[
+            (400, &["invalid_role", "invalid_request"]),
+            (403, &["forbidden"]),
+        ],
+    ),
+    ("org_scim_token", &[(403, &["forbidden"])]),
+    (
+        "org_scim_delete",
+        &[(403, &["forbidden"]), (404, &["not_found"])],
+    ),
+    // SCIM: the `scimType`s of each status (RFC 7644 §3.12; a status
+    // without one sends none).
+    ("scim_service_provider_config", &[]),
+    ("scim_resource_types", &[]),
+    ("scim_resource_type", &[(404, &[])]),
+    ("scim_schemas", &[]),
+    ("scim_schema", &[(404, &[])]),
+    ("scim_search", &[(501, &[])]),
+    ("scim_users_list", &[(400, &["invalidFilter"])]),
+    ("scim_groups_list", &[(400, &["invalidFilter"])]),
+    ("scim_users_create", SCIM_WRITE_ERRORS),
+    ("scim_groups_create", SCIM_WRITE_ERRORS),
+    ("scim_users_get", &[(404, &[])]),
+    ("scim_groups_get", &[(404, &[])]),
+    ("scim_users_replace", SCIM_UPDATE_ERRORS),
+    ("scim_groups_replace", SCIM_UPDATE_ERRORS),
+    ("scim_users_patch", SCIM_UPDATE_ERRORS),
+    ("scim_groups_patch", SCIM_UPDATE_ERRORS),
+    (
+        "scim_users_delete",
+        &[(400, &["mutability"]), (404, &[]), (412, &[])],
+    ),
+    ("scim_groups_delete", &[(404, &[]), (412, &[])]),
+];
+
+/// The errors of a SCIM create.
+const SCIM_WRITE_ERRORS: &[ErrorStatus] = &[
+    (
+        400,
+        &[
+            "invalidSyntax",
+            "invalidValue",
+            "mutability",
+            "invalidPath",
+            "noTarget",
+        ],
+    ),
+    (409, &["uniqueness"]),
+];
+
+/// The errors of a SCIM replace or PATCH.
+const SCIM_UPDATE_ERRORS: &[ErrorStatus] = &[
+    (
+        400,
+        &[
+            "invalidSyntax",
+            "invalidValue",
+            "mutability",
+            "invalidPath",
+            "noTarget",
+        ],
+    ),
+    (404, &[]),
+    (409, &["uniqueness"]),
+    (412, &[]),
 ];
 
 /// The errors of rating an answer (chat and conversation alike).
@@ -1554,6 +1708,19 @@ pub fn error_statuses(
             }
         }
     };
+    if SCIM_OPERATIONS.contains(&operation_id) {
+        // SCIM errors carry a `scimType` (or none), never an `error_code`.
+        add(401, &[]);
+        for (status, codes) in specific.iter() {
+            add(*status, codes);
+        }
+        if has_body {
+            add(408, &["request_timeout"]);
+        }
+        add(500, &[]);
+        add(503, &[]);
+        return Some(statuses.into_iter().collect());
+    }
     if has_input {
         add(400, &[INVALID_REQUEST]);
     }

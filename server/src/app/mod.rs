@@ -29,6 +29,7 @@ pub mod orgs;
 pub mod passwords;
 pub mod rate_limits;
 pub mod roles;
+pub mod scim;
 pub mod service_accounts;
 pub mod sessions;
 pub mod sso;

@@ -500,7 +500,7 @@ fn clean_name(value: Option<&str>, fallback: &str) -> String {
 /// The hash an account created by single sign-on holds: of a random secret
 /// nobody keeps (made once per process: an argon2 hash costs tens of
 /// milliseconds), so a password login to it fails as any wrong one does.
-async fn unusable_password_hash(cx: &ServerContext) -> Result<String, Error> {
+pub(crate) async fn unusable_password_hash(cx: &ServerContext) -> Result<String, Error> {
     static HASH: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
     HASH.get_or_try_init(|| async {
         let (secret, _) = crate::authn::new_secret("sso_");

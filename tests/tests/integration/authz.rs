@@ -19,6 +19,9 @@ enum Scope {
     Public,
     /// A deployment key only: no token and a user's token are both 401.
     DeploymentKey,
+    /// An organization's SCIM token only (issue #37): no token and a
+    /// user's token are both 401 (in SCIM's error shape).
+    ScimToken,
     /// Any authenticated user; not organization-scoped.
     Authenticated,
     /// System administrators only.
@@ -1412,6 +1415,166 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
                 Some(json!({"enabled": false})),
             ),
         ),
+        "org_scim_get" => (
+            Scope::OrgLevel(80),
+            call(M::GET, "/api/org/scim", q_org(), None),
+        ),
+        "org_scim_put" => (
+            Scope::OrgLevel(80),
+            call(
+                M::PUT,
+                "/api/org/scim",
+                q_org(),
+                Some(json!({"role_mappings": [], "default_role": "member"})),
+            ),
+        ),
+        "org_scim_token" => (
+            Scope::OrgLevel(80),
+            call(M::POST, "/api/org/scim/token", q_org(), None),
+        ),
+        "org_scim_delete" => (
+            Scope::OrgLevel(80),
+            call(M::DELETE, "/api/org/scim", q_org(), None),
+        ),
+        "scim_service_provider_config" => (
+            Scope::ScimToken,
+            call(M::GET, "/scim/v2/ServiceProviderConfig", vec![], None),
+        ),
+        "scim_resource_types" => (
+            Scope::ScimToken,
+            call(M::GET, "/scim/v2/ResourceTypes", vec![], None),
+        ),
+        "scim_resource_type" => (
+            Scope::ScimToken,
+            call(M::GET, "/scim/v2/ResourceTypes/User", vec![], None),
+        ),
+        "scim_search" => (
+            Scope::ScimToken,
+            call(M::POST, "/scim/v2/.search", vec![], Some(json!({}))),
+        ),
+        "scim_schemas" => (
+            Scope::ScimToken,
+            call(M::GET, "/scim/v2/Schemas", vec![], None),
+        ),
+        "scim_schema" => (
+            Scope::ScimToken,
+            call(
+                M::GET,
+                "/scim/v2/Schemas/urn:ietf:params:scim:schemas:core:2.0:User",
+                vec![],
+                None,
+            ),
+        ),
+        "scim_users_list" => (
+            Scope::ScimToken,
+            call(M::GET, "/scim/v2/Users", vec![], None),
+        ),
+        "scim_users_create" => (
+            Scope::ScimToken,
+            call(
+                M::POST,
+                "/scim/v2/Users",
+                vec![],
+                Some(
+                    json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": "probe"}),
+                ),
+            ),
+        ),
+        "scim_users_get" => (
+            Scope::ScimToken,
+            call(
+                M::GET,
+                "/scim/v2/Users/00000000-0000-0000-0000-000000000000",
+                vec![],
+                None,
+            ),
+        ),
+        "scim_users_replace" => (
+            Scope::ScimToken,
+            call(
+                M::PUT,
+                "/scim/v2/Users/00000000-0000-0000-0000-000000000000",
+                vec![],
+                Some(
+                    json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": "probe"}),
+                ),
+            ),
+        ),
+        "scim_users_patch" => (
+            Scope::ScimToken,
+            call(
+                M::PATCH,
+                "/scim/v2/Users/00000000-0000-0000-0000-000000000000",
+                vec![],
+                Some(
+                    json!({"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"], "Operations": []}),
+                ),
+            ),
+        ),
+        "scim_users_delete" => (
+            Scope::ScimToken,
+            call(
+                M::DELETE,
+                "/scim/v2/Users/00000000-0000-0000-0000-000000000000",
+                vec![],
+                None,
+            ),
+        ),
+        "scim_groups_list" => (
+            Scope::ScimToken,
+            call(M::GET, "/scim/v2/Groups", vec![], None),
+        ),
+        "scim_groups_create" => (
+            Scope::ScimToken,
+            call(
+                M::POST,
+                "/scim/v2/Groups",
+                vec![],
+                Some(
+                    json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"], "displayName": "probe"}),
+                ),
+            ),
+        ),
+        "scim_groups_get" => (
+            Scope::ScimToken,
+            call(
+                M::GET,
+                "/scim/v2/Groups/00000000-0000-0000-0000-000000000000",
+                vec![],
+                None,
+            ),
+        ),
+        "scim_groups_replace" => (
+            Scope::ScimToken,
+            call(
+                M::PUT,
+                "/scim/v2/Groups/00000000-0000-0000-0000-000000000000",
+                vec![],
+                Some(
+                    json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"], "displayName": "probe"}),
+                ),
+            ),
+        ),
+        "scim_groups_patch" => (
+            Scope::ScimToken,
+            call(
+                M::PATCH,
+                "/scim/v2/Groups/00000000-0000-0000-0000-000000000000",
+                vec![],
+                Some(
+                    json!({"schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"], "Operations": []}),
+                ),
+            ),
+        ),
+        "scim_groups_delete" => (
+            Scope::ScimToken,
+            call(
+                M::DELETE,
+                "/scim/v2/Groups/00000000-0000-0000-0000-000000000000",
+                vec![],
+                None,
+            ),
+        ),
         "org_sso_get" => (
             Scope::OrgLevel(80),
             call(M::GET, "/api/org/sso", q_org(), None),
@@ -1695,6 +1858,13 @@ async fn every_operation_is_protected() {
                 assert_eq!(anon, 401, "{id} without a key");
                 assert_eq!(user, 401, "{id} with a user's token");
                 format!("deployment-key: unauthenticated={anon} user-token={user}")
+            }
+            Scope::ScimToken => {
+                let anon = status(&cx, None, &c).await;
+                let user = status(&cx, Some(&owner.token), &c).await;
+                assert_eq!(anon, 401, "{id} without a SCIM token");
+                assert_eq!(user, 401, "{id} with a user's token");
+                format!("scim-token: unauthenticated={anon} user-token={user}")
             }
             Scope::Authenticated => {
                 let anon = status(&cx, None, &c).await;

@@ -62,6 +62,13 @@ fn every_operation_is_documented_and_secured() {
                 let text = serde_json::to_string(response).unwrap();
                 let schema = if workspace_api::DEPLOYMENT_KEY_OPERATIONS.contains(&id.as_str()) {
                     "#/components/schemas/OpenAiError\""
+                } else if workspace_api::SCIM_OPERATIONS.contains(&id.as_str()) && *code != 408 {
+                    // SCIM's own error shape, as `application/scim+json`.
+                    assert!(
+                        text.contains("application/scim+json"),
+                        "{id}: {code}: {text}"
+                    );
+                    "#/components/schemas/ScimError\""
                 } else {
                     "#/components/schemas/Error\""
                 };
@@ -79,6 +86,10 @@ fn every_operation_is_documented_and_secured() {
                 Some(s) if workspace_api::DEPLOYMENT_KEY_OPERATIONS.contains(&id.as_str()) => {
                     assert_eq!(s.len(), 1, "{id}");
                     assert!(s[0].contains_key("deploymentKey"), "{id}: {s:?}");
+                }
+                Some(s) if workspace_api::SCIM_OPERATIONS.contains(&id.as_str()) => {
+                    assert_eq!(s.len(), 1, "{id}");
+                    assert!(s[0].contains_key("scimToken"), "{id}: {s:?}");
                 }
                 Some(other) => panic!("{id}: unexpected security {other:?}"),
             }

@@ -34,6 +34,7 @@ mod pats;
 mod providers;
 mod roles;
 mod rolling;
+mod scim;
 mod sdk;
 mod service_accounts;
 mod sessions;

@@ -974,6 +974,7 @@ pub use pagination::WhichPage;
 pub use server::BuildError;
 pub use cors::CorsPolicy;
 pub use server::ConnectionLimits;
+pub use server::NotFoundHook;
 pub use server::ServerBuilder;
 pub use server::ServerContext;
 pub use server::ShutdownWaitFuture;

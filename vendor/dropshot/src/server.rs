@@ -91,7 +91,15 @@ pub struct DropshotState<C: ServerContext> {
     /// Workspace patch: whether responses carry `Server-Timing` (set by
     /// [`ServerBuilder::server_timing`]).
     pub(crate) server_timing: std::sync::atomic::AtomicBool,
+    /// Workspace patch: the answer to a request no route serves (set by
+    /// [`ServerBuilder::not_found`]).
+    pub(crate) not_found: std::sync::OnceLock<DebugIgnore<NotFoundHook>>,
 }
+
+/// Workspace patch: builds the answer to a request whose path no route
+/// serves, from its path, or `None` for dropshot's own `404`.
+pub type NotFoundHook =
+    Arc<dyn Fn(&str) -> Option<Response<crate::Body>> + Send + Sync>;
 
 impl<C: ServerContext> DropshotState<C> {
     pub fn using_tls(&self) -> bool {
@@ -243,6 +251,7 @@ impl<C: ServerContext> HttpServerStarter<C> {
             cors: std::sync::OnceLock::new(),
             draining: std::sync::atomic::AtomicBool::new(false),
             server_timing: std::sync::atomic::AtomicBool::new(false),
+            not_found: std::sync::OnceLock::new(),
         });
 
         for (path, method, endpoint) in app_state.router.endpoints(None) {
@@ -1116,11 +1125,24 @@ async fn http_request_handle<C: ServerContext>(
     let uri = request.uri();
     let found_version =
         server.version_policy.request_version(&request, &request_log)?;
-    let lookup_result = server.router.lookup_route(
+    let lookup_result = match server.router.lookup_route(
         &method,
         uri.path().into(),
         found_version.as_ref(),
-    )?;
+    ) {
+        Ok(found) => found,
+        // Workspace patch: a path no route serves may get the server's own
+        // answer (e.g. a protocol's error body under its prefix).
+        Err(error) if error.status_code.as_u16() == 404 => {
+            if let Some(answer) =
+                server.not_found.get().and_then(|hook| (hook.0)(uri.path()))
+            {
+                return Ok(answer);
+            }
+            return Err(error.into());
+        }
+        Err(error) => return Err(error.into()),
+    };
     let _ = route.set(lookup_result.route);
     let rqctx = RequestContext {
         server: Arc::clone(&server),
@@ -1360,6 +1382,7 @@ pub struct ServerBuilder<C: ServerContext> {
     connection_limits: ConnectionLimits,
     cors: Option<crate::cors::CorsPolicy>,
     server_timing: bool,
+    not_found: Option<DebugIgnore<NotFoundHook>>,
 }
 
 impl<C: ServerContext> ServerBuilder<C> {
@@ -1384,7 +1407,15 @@ impl<C: ServerContext> ServerBuilder<C> {
             connection_limits: ConnectionLimits::default(),
             cors: None,
             server_timing: false,
+            not_found: None,
         }
+    }
+
+    /// Workspace patch: the answer to a request whose path no route
+    /// serves, when `hook` gives one (else dropshot's `404`).
+    pub fn not_found(mut self, hook: NotFoundHook) -> Self {
+        self.not_found = Some(DebugIgnore(hook));
+        self
     }
 
     /// Workspace patch: every response carries `Server-Timing:
@@ -1476,6 +1507,9 @@ impl<C: ServerContext> ServerBuilder<C> {
             .app_state
             .server_timing
             .store(self.server_timing, std::sync::atomic::Ordering::Relaxed);
+        if let Some(hook) = self.not_found {
+            let _ = starter.app_state.not_found.set(hook);
+        }
         // An empty policy (no allowed origin) costs nothing per request.
         if let Some(policy) = self.cors.filter(|p| !p.allowed_origins.is_empty()) {
             let _ = starter.app_state.cors.set(Arc::new(policy));

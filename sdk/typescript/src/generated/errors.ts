@@ -1015,6 +1015,37 @@ export interface OperationErrors {
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
   };
+  org_scim_delete: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_scim_get: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
+    404: "not_found";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_scim_put: {
+    400: "invalid_request" | "invalid_role";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
+    408: "request_timeout";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
+  org_scim_token: {
+    400: "invalid_request";
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope" | "sso_required";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
+  };
   org_service_accounts_create: {
     400: "invalid_request" | "invalid_name" | "invalid_role" | "invalid_scope";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
@@ -1249,6 +1280,49 @@ export interface OperationErrors {
     409: "role_name_taken";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";
+  };
+  scim_groups_create: {
+    408: "request_timeout";
+  };
+  scim_groups_delete: {
+  };
+  scim_groups_get: {
+  };
+  scim_groups_list: {
+  };
+  scim_groups_patch: {
+    408: "request_timeout";
+  };
+  scim_groups_replace: {
+    408: "request_timeout";
+  };
+  scim_resource_type: {
+  };
+  scim_resource_types: {
+  };
+  scim_schema: {
+  };
+  scim_schemas: {
+  };
+  scim_search: {
+    408: "request_timeout";
+  };
+  scim_service_provider_config: {
+  };
+  scim_users_create: {
+    408: "request_timeout";
+  };
+  scim_users_delete: {
+  };
+  scim_users_get: {
+  };
+  scim_users_list: {
+  };
+  scim_users_patch: {
+    408: "request_timeout";
+  };
+  scim_users_replace: {
+    408: "request_timeout";
   };
   system_outbox: {
     400: "invalid_request" | "invalid_pagination";

@@ -2460,6 +2460,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/org/scim": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Show the organization's SCIM provisioning.
+         * @description An addition to the spec, for the organization's admins (level 80 and `organization:admin`): the base URL to give the identity provider, whether a token is issued (never the token), the group-to-role mappings and how many Users and Groups are provisioned. `404 not_found` when provisioning is off.
+         */
+        get: operations["org_scim_get"];
+        /**
+         * Set how provisioned groups map to roles.
+         * @description An addition to the spec, for the organization's admins (level 80 and `organization:admin`); turns provisioning on when it was off (it works once a token is issued). A provisioned member's role is the role of the first mapping naming one of their Groups (by `displayName`), else `default_role`; every provisioned member's role is set again now, in the same transaction. Owners keep their role. Each role must be a role of the organization other than `owner` (`400 invalid_role`). Audited as `scim.configured`.
+         *
+         *     What provisioning does (`/scim/v2`, RFC 7643/7644): a User stands for the account of its primary e-mail address (else its first, else `userName` when it is an address): a member of the organization (or an invitee) with that address, or a new account made now (with no usable password: the person signs in with the organization's single sign-on or resets a password). An address of an account outside the organization is refused (`409 uniqueness`): invite it first. A User without an address is kept but stands for nobody until it gets one. `active: false`, or deleting the User, suspends the membership at once (its sessions and tokens are refused in the organization from the next request); `active: true` makes it active again. An owner cannot be deactivated by provisioning.
+         */
+        put: operations["org_scim_put"];
+        post?: never;
+        /**
+         * Turn the organization's SCIM provisioning off.
+         * @description An addition to the spec, for the organization's admins (level 80 and `organization:admin`). The token stops working and the provisioned Users and Groups are forgotten; the members they made stay as they are (suspend or remove them with the member operations). `404 not_found` when it is off. Audited as `scim.removed`.
+         */
+        delete: operations["org_scim_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/org/scim/token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue the organization's SCIM token.
+         * @description An addition to the spec, for the organization's admins (level 80 and `organization:admin`); turns provisioning on (role mappings empty, default role `member`) when it was off. The token (`wscim_…`, 256 random bits) is answered once and stored only as its SHA-256; the previous token stops working at once. Audited as `scim.token_issued`.
+         */
+        post: operations["org_scim_token"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/org/service_accounts/create": {
         parameters: {
             query?: never;
@@ -3442,6 +3492,270 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/.search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * SCIM: search several resource types at once (not supported).
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`); errors are `ScimError`. Always `501`: search each type with `GET /scim/v2/Users` or `GET /scim/v2/Groups` and a `filter`.
+         */
+        post: operations["scim_search"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * SCIM: list or filter the provisioned Groups.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     A `ScimListResponse` of `ScimGroup`s, oldest first: `filter` (RFC 7644 §3.4.2.2, every operator, `and`/`or`/`not`, value paths such as `emails[type eq "work"]`; at most 4,096 bytes; an invalid one is `400 invalidFilter`), `startIndex` (1-based), `count` (at most 200), `attributes`/`excludedAttributes`. `totalResults` counts every match.
+         */
+        get: operations["scim_groups_list"];
+        put?: never;
+        /**
+         * SCIM: provision a Group.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     The body is a `ScimGroup`; read-only and unknown attributes are ignored. Answers `201` with the `ScimGroup`, its `ETag` and `Location`. Every member must be a provisioned User (or Group) of the organization (`400 invalidValue`); members get the role the Group's `displayName` maps to.
+         */
+        post: operations["scim_groups_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Groups/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * SCIM: read a Group.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     `attributes`/`excludedAttributes` as in the list. With `If-None-Match` naming its current version: `304`. An unknown id: `404`.
+         */
+        get: operations["scim_groups_get"];
+        /**
+         * SCIM: replace a Group.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     The body is a whole `ScimGroup`: attributes it leaves out are removed. With `If-Match` naming another version: `412`. Answers the `ScimGroup`.
+         */
+        put: operations["scim_groups_replace"];
+        post?: never;
+        /**
+         * SCIM: deprovision a Group.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     Answers `204`. Its members get the role their other Groups map to.
+         */
+        delete: operations["scim_groups_delete"];
+        options?: never;
+        head?: never;
+        /**
+         * SCIM: change some attributes of a Group.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     The body is a `ScimPatchRequest` (RFC 7644 §3.5.2): `add`, `replace`, `remove` with attribute paths, sub-attributes, value filters and extension URNs, applied in order, all or none (a path naming nothing: `400 noTarget`; a read-only attribute: `400 mutability`). With `If-Match` naming another version: `412`. Answers the `ScimGroup`.
+         */
+        patch: operations["scim_groups_patch"];
+        trace?: never;
+    };
+    "/scim/v2/ResourceTypes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * SCIM: the resource types (User, Group).
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         */
+        get: operations["scim_resource_types"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/ResourceTypes/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * SCIM: one resource type.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     An unknown id: `404`.
+         */
+        get: operations["scim_resource_type"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Schemas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * SCIM: the schemas of the attributes kept.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     The core User schema (without `password`, `photos`, `addresses`, `ims`, `entitlements`, `roles` and `x509Certificates`), the enterprise User extension and the core Group schema, with each attribute's characteristics.
+         */
+        get: operations["scim_schemas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Schemas/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * SCIM: one schema.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     An unknown id: `404`.
+         */
+        get: operations["scim_schema"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/ServiceProviderConfig": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * SCIM: what this service provider supports.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     RFC 7644 §4: PATCH and filters supported (at most 200 results a page), ETags supported, no bulk, no sorting, no password change.
+         */
+        get: operations["scim_service_provider_config"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * SCIM: list or filter the provisioned Users.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     A `ScimListResponse` of `ScimUser`s, oldest first: `filter` (RFC 7644 §3.4.2.2, every operator, `and`/`or`/`not`, value paths such as `emails[type eq "work"]`; at most 4,096 bytes; an invalid one is `400 invalidFilter`), `startIndex` (1-based), `count` (at most 200), `attributes`/`excludedAttributes`. `totalResults` counts every match.
+         */
+        get: operations["scim_users_list"];
+        put?: never;
+        /**
+         * SCIM: provision a User.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     The body is a `ScimUser`; read-only and unknown attributes are ignored. Answers `201` with the `ScimUser`, its `ETag` and `Location`. A taken `userName` (compared without case), or an address of an account outside the organization: `409 uniqueness`. See `PUT /api/org/scim` for what a User does to the organization's members.
+         */
+        post: operations["scim_users_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Users/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * SCIM: read a User.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     `attributes`/`excludedAttributes` as in the list. With `If-None-Match` naming its current version: `304`. An unknown id: `404`.
+         */
+        get: operations["scim_users_get"];
+        /**
+         * SCIM: replace a User.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     The body is a whole `ScimUser`: attributes it leaves out are removed. With `If-Match` naming another version: `412`. Answers the `ScimUser`.
+         */
+        put: operations["scim_users_replace"];
+        post?: never;
+        /**
+         * SCIM: deprovision a User.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     Answers `204`. The person's membership is suspended at once (their sessions and tokens are refused in the organization from the next request); their account and data stay. They leave their Groups.
+         */
+        delete: operations["scim_users_delete"];
+        options?: never;
+        head?: never;
+        /**
+         * SCIM: change some attributes of a User.
+         * @description SCIM 2.0 (RFC 7644), authenticated by the organization's SCIM token (`Authorization: Bearer wscim_…`, `POST /api/org/scim/token`); answers and errors are `application/scim+json` (errors: `ScimError`). Any SCIM client is its client: it is not in the generated client or the CLI.
+         *
+         *     The body is a `ScimPatchRequest` (RFC 7644 §3.5.2): `add`, `replace`, `remove` with attribute paths, sub-attributes, value filters and extension URNs, applied in order, all or none (a path naming nothing: `400 noTarget`; a read-only attribute: `400 mutability`). With `If-Match` naming another version: `412`. Answers the `ScimUser`.
+         */
+        patch: operations["scim_users_patch"];
         trace?: never;
     };
 }
@@ -5618,6 +5932,81 @@ export interface components {
             /** Format: uint64 */
             total_tokens: number;
         };
+        /** @description An organization's SCIM provisioning (never its token). */
+        ScimConfig: {
+            /** @description The base URL to give the identity provider (`…/scim/v2`). */
+            base_url: string;
+            /**
+             * Format: date-time
+             * @description When provisioning was turned on.
+             */
+            created_at: string;
+            /** @description The role of a provisioned person in none of the mapped groups. */
+            default_role: string;
+            /**
+             * Format: int64
+             * @description How many Groups are provisioned.
+             */
+            groups: number;
+            /**
+             * Format: uuid
+             * @description The organization.
+             */
+            organization_id: string;
+            /** @description Groups and the roles their members get, in order. */
+            role_mappings: components["schemas"]["ScimRoleMapping"][];
+            /**
+             * Format: date-time
+             * @description When the token was issued.
+             */
+            token_created_at: string | null;
+            /**
+             * Format: date-time
+             * @description When the token was last used (to the minute).
+             */
+            token_last_used_at: string | null;
+            /** @description The token's first characters, to recognise it. */
+            token_prefix: string | null;
+            /** @description Whether a bearer token is issued (provisioning works only then). */
+            token_set: boolean;
+            /**
+             * Format: date-time
+             * @description When its settings or token last changed.
+             */
+            updated_at: string;
+            /**
+             * Format: int64
+             * @description How many Users are provisioned.
+             */
+            users: number;
+        };
+        /** @description Body of `PUT /api/org/scim`: how provisioned groups map to roles. */
+        ScimConfigInput: {
+            /**
+             * @description The role of a provisioned person in none of the mapped groups. Default `member`; never `owner`.
+             * @default member
+             */
+            default_role: string;
+            /**
+             * @description Groups and the roles their members get; for a person in several mapped groups the first mapping wins. At most 100.
+             * @default []
+             */
+            role_mappings: components["schemas"]["ScimRoleMapping"][];
+        };
+        /** @description One SCIM group (by `displayName`) and the role its members get. */
+        ScimRoleMapping: {
+            /** @description A Group's `displayName` (1 to 200 characters, compared exactly). */
+            group: string;
+            /** @description The name of a role of the organization (a system role or a custom one); never `owner`. */
+            role: string;
+        };
+        /** @description Answer of `POST /api/org/scim/token`: the new token, shown once. */
+        ScimTokenIssued: {
+            /** @description The provisioning settings after the change. */
+            config: components["schemas"]["ScimConfig"];
+            /** @description The bearer token (`wscim_…`): give it to the identity provider. It is shown only now; the previous token stops working. */
+            token: string;
+        };
         /** @description Body of `POST /api/chat/send_message`. */
         SendMessageRequest: {
             /**
@@ -7170,6 +7559,225 @@ export interface components {
             parent_id: string | null;
             role: components["schemas"]["ChatRole"];
             status: components["schemas"]["ChatMessageStatus"];
+        };
+        /** @description The `meta` of a SCIM resource (RFC 7643 §3.1). */
+        ScimMeta: {
+            /**
+             * Format: date-time
+             * @description When the resource was created.
+             */
+            created?: string;
+            /**
+             * Format: date-time
+             * @description When it last changed.
+             */
+            lastModified?: string;
+            /** @description Its URL. */
+            location: string;
+            /** @description `User`, `Group`, `Schema`, `ResourceType` or `ServiceProviderConfig`. */
+            resourceType: string;
+            /** @description Its version, a weak entity tag (also the `ETag` header). */
+            version?: string;
+        };
+        /** @description A multi-valued attribute's value (`emails`, `phoneNumbers`). */
+        ScimMultiValue: {
+            /** @description A label for people. */
+            display?: string;
+            /** @description At most one value is primary. */
+            primary?: boolean;
+            /** @description `work`, `home`, `other`… */
+            type?: string;
+            /** @description The value. */
+            value: string;
+        };
+        /** @description A person's name (RFC 7643 §4.1.1). */
+        ScimName: {
+            familyName?: string;
+            formatted?: string;
+            givenName?: string;
+            honorificPrefix?: string;
+            honorificSuffix?: string;
+            middleName?: string;
+        };
+        /** @description A reference to a Group or User (`groups` of a User, `members` of a Group). */
+        ScimReference: {
+            /** @description Its URL. */
+            $ref?: string;
+            /** @description Its name. */
+            display?: string;
+            /** @description `User` or `Group`. */
+            type?: string;
+            /** @description The referenced resource's `id`. */
+            value: string;
+        };
+        /** @description A SCIM User (`urn:ietf:params:scim:schemas:core:2.0:User`, RFC 7643 §4.1; the attributes the server keeps are those of `GET /scim/v2/Schemas`). Its account is the one of its primary e-mail address (else the first, else `userName` when it is an address). */
+        ScimUser: {
+            /** @description `false` (or deleting the User) suspends the person's membership in the organization at once. */
+            active?: boolean;
+            displayName?: string;
+            /** @default [] */
+            emails: components["schemas"]["ScimMultiValue"][];
+            /** @description The provider's own id of the person. */
+            externalId?: string;
+            /**
+             * @description The Groups the User is a member of (read-only).
+             * @default []
+             */
+            groups: components["schemas"]["ScimReference"][];
+            /** @description Assigned by the server. */
+            id?: string;
+            locale?: string;
+            meta?: components["schemas"]["ScimMeta"];
+            name?: components["schemas"]["ScimName"];
+            nickName?: string;
+            /** @default [] */
+            phoneNumbers: components["schemas"]["ScimMultiValue"][];
+            preferredLanguage?: string;
+            profileUrl?: string;
+            /** @description The schemas of the resource. */
+            schemas: string[];
+            timezone?: string;
+            title?: string;
+            /** @description The enterprise extension's attributes, when any. */
+            "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"?: {
+                [key: string]: unknown;
+            };
+            /** @description Unique in the organization (compared without case). */
+            userName: string;
+            userType?: string;
+        };
+        /** @description A SCIM Group (`urn:ietf:params:scim:schemas:core:2.0:Group`, RFC 7643 §4.2). Its members get the role `PUT /api/org/scim` maps its `displayName` to. */
+        ScimGroup: {
+            /** @description The group's name (what role mappings name). */
+            displayName: string;
+            /** @description The provider's own id of the group. */
+            externalId?: string;
+            /** @description Assigned by the server. */
+            id?: string;
+            /**
+             * @description Users (or Groups) of the organization's provisioned resources.
+             * @default []
+             */
+            members: components["schemas"]["ScimReference"][];
+            meta?: components["schemas"]["ScimMeta"];
+            /** @description The schemas of the resource. */
+            schemas: string[];
+        };
+        /** @description A page of resources (`urn:ietf:params:scim:api:messages:2.0:ListResponse`). */
+        ScimListResponse: {
+            /** @description The resources (Users, Groups, Schemas or ResourceTypes). */
+            Resources: {
+                [key: string]: unknown;
+            }[];
+            /**
+             * Format: int64
+             * @description How many resources this page holds.
+             */
+            itemsPerPage: number;
+            schemas: string[];
+            /**
+             * Format: int64
+             * @description The 1-based index of the first resource of this page.
+             */
+            startIndex: number;
+            /**
+             * Format: int64
+             * @description How many resources match the filter.
+             */
+            totalResults: number;
+        };
+        /** @description One PATCH operation (RFC 7644 §3.5.2). */
+        ScimPatchOperation: {
+            /** @description `add`, `replace` or `remove` (any case). */
+            op: string;
+            /** @description The attribute path (`emails[type eq "work"].value`); without it, `value` is an object of attributes. */
+            path?: string;
+            /** @description The value(s). */
+            value?: unknown;
+        };
+        /** @description Body of a SCIM PATCH (`urn:ietf:params:scim:api:messages:2.0:PatchOp`). */
+        ScimPatchRequest: {
+            /** @description Applied in order, all or none. */
+            Operations: components["schemas"]["ScimPatchOperation"][];
+            schemas: string[];
+        };
+        /** @description A SCIM error (`urn:ietf:params:scim:api:messages:2.0:Error`, RFC 7644 §3.12): the body of every SCIM error answer. */
+        ScimError: {
+            /** @description What went wrong, for people. */
+            detail?: string;
+            schemas: string[];
+            /** @description RFC 7644's error type: `invalidFilter`, `tooMany`, `uniqueness`, `mutability`, `invalidSyntax`, `invalidPath`, `noTarget`, `invalidValue`, `invalidVers`, `sensitive`. */
+            scimType?: string;
+            /** @description The HTTP status, as a string. */
+            status: string;
+        };
+        /** @description What the SCIM service supports (`urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig`, RFC 7643 §5): `patch`, `filter` (with `maxResults`), `etag` supported; `bulk`, `sort`, `changePassword` not. */
+        ScimServiceProviderConfig: {
+            /** @description The bearer token scheme. */
+            authenticationSchemes: {
+                [key: string]: unknown;
+            }[];
+            /** @description `{"supported": false, "maxOperations": 0, "maxPayloadSize": 0}`. */
+            bulk: {
+                [key: string]: unknown;
+            };
+            /** @description `{"supported": false}`. */
+            changePassword: {
+                [key: string]: unknown;
+            };
+            /** @description `{"supported": true}`. */
+            etag: {
+                [key: string]: unknown;
+            };
+            /** @description `{"supported": true, "maxResults": 200}`. */
+            filter: {
+                [key: string]: unknown;
+            };
+            meta: components["schemas"]["ScimMeta"];
+            /** @description `{"supported": true}`. */
+            patch: {
+                [key: string]: unknown;
+            };
+            schemas: string[];
+            /** @description `{"supported": false}`. */
+            sort: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description A resource type (`urn:ietf:params:scim:schemas:core:2.0:ResourceType`, RFC 7643 §6): `User` (with the enterprise extension) or `Group`. */
+        ScimResourceType: {
+            /** @description `/Users` or `/Groups`. */
+            endpoint: string;
+            /** @description `User` or `Group`. */
+            id: string;
+            meta: components["schemas"]["ScimMeta"];
+            /** @description `User` or `Group`. */
+            name: string;
+            /** @description The core schema's URN. */
+            schema: string;
+            /**
+             * @description The extensions (`[{schema, required}]`).
+             * @default []
+             */
+            schemaExtensions: {
+                [key: string]: unknown;
+            }[];
+            schemas: string[];
+        };
+        /** @description A schema (`urn:ietf:params:scim:schemas:core:2.0:Schema`, RFC 7643 §7): its attributes with their characteristics. */
+        ScimSchema: {
+            /** @description Each attribute: `name`, `type`, `multiValued`, `required`, `caseExact`, `mutability`, `returned`, `uniqueness`, `subAttributes`… */
+            attributes: {
+                [key: string]: unknown;
+            }[];
+            /** @description What it describes. */
+            description?: string;
+            /** @description The schema's URN. */
+            id: string;
+            meta: components["schemas"]["ScimMeta"];
+            /** @description Its name. */
+            name: string;
+            schemas: string[];
         };
         /** @description The numbered excerpts the answer may cite as `[n]`. */
         KbQueryStreamEventSources: {
@@ -18436,6 +19044,344 @@ export interface operations {
             };
         };
     };
+    org_scim_get: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScimConfig"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
+            403: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_scim_put: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScimConfigInput"];
+            };
+        };
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScimConfig"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_role`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
+            403: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_scim_delete: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageResponse"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
+            403: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not found. `error_code`: `not_found`. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    org_scim_token: {
+        parameters: {
+            query: {
+                /** @description The organization. */
+                org_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScimTokenIssued"];
+                };
+            };
+            /** @description Bad request. `error_code`: `invalid_request`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`. */
+            403: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     org_service_accounts_create: {
         parameters: {
             query: {
@@ -22895,6 +23841,1438 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    scim_search: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not implemented. */
+            501: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_groups_list: {
+        parameters: {
+            query?: {
+                /** @description Only these attributes (comma-separated; `id` and `schemas` always). */
+                attributes?: string;
+                /** @description The most results (default and most: 200). */
+                count?: string;
+                /** @description All attributes but these (comma-separated). */
+                excludedAttributes?: string;
+                /** @description A filter (RFC 7644 §3.4.2.2), e.g. `userName eq "ada@example.com"`. */
+                filter?: string;
+                /** @description Not supported (`sort.supported` is false): ignored. */
+                sortBy?: string;
+                /** @description Not supported: ignored. */
+                sortOrder?: string;
+                /** @description The 1-based index of the first result (default 1). */
+                startIndex?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimListResponse"];
+                };
+            };
+            /** @description Bad request. `scimType`: `invalidFilter`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_groups_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/scim+json": components["schemas"]["ScimGroup"];
+                "application/json": components["schemas"]["ScimGroup"];
+            };
+        };
+        responses: {
+            /** @description Created: the resource, with its `ETag` and `Location`. */
+            201: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimGroup"];
+                };
+            };
+            /** @description Bad request. `scimType`: `invalidSyntax`, `invalidValue`, `mutability`, `invalidPath`, `noTarget`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `scimType`: `uniqueness`. */
+            409: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_groups_get: {
+        parameters: {
+            query?: {
+                /** @description Only these attributes (comma-separated). */
+                attributes?: string;
+                /** @description All attributes but these (comma-separated). */
+                excludedAttributes?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimGroup"];
+                };
+            };
+            /** @description Not modified: `If-None-Match` names the current version. */
+            304: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_groups_replace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/scim+json": components["schemas"]["ScimGroup"];
+                "application/json": components["schemas"]["ScimGroup"];
+            };
+        };
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimGroup"];
+                };
+            };
+            /** @description Bad request. `scimType`: `invalidSyntax`, `invalidValue`, `mutability`, `invalidPath`, `noTarget`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `scimType`: `uniqueness`. */
+            409: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Precondition failed. */
+            412: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_groups_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Precondition failed. */
+            412: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_groups_patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/scim+json": components["schemas"]["ScimPatchRequest"];
+                "application/json": components["schemas"]["ScimPatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimGroup"];
+                };
+            };
+            /** @description Bad request. `scimType`: `invalidSyntax`, `invalidValue`, `mutability`, `invalidPath`, `noTarget`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `scimType`: `uniqueness`. */
+            409: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Precondition failed. */
+            412: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_resource_types: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimListResponse"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_resource_type: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimResourceType"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_schemas: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimListResponse"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_schema: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimSchema"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_service_provider_config: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimServiceProviderConfig"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_users_list: {
+        parameters: {
+            query?: {
+                /** @description Only these attributes (comma-separated; `id` and `schemas` always). */
+                attributes?: string;
+                /** @description The most results (default and most: 200). */
+                count?: string;
+                /** @description All attributes but these (comma-separated). */
+                excludedAttributes?: string;
+                /** @description A filter (RFC 7644 §3.4.2.2), e.g. `userName eq "ada@example.com"`. */
+                filter?: string;
+                /** @description Not supported (`sort.supported` is false): ignored. */
+                sortBy?: string;
+                /** @description Not supported: ignored. */
+                sortOrder?: string;
+                /** @description The 1-based index of the first result (default 1). */
+                startIndex?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimListResponse"];
+                };
+            };
+            /** @description Bad request. `scimType`: `invalidFilter`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_users_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/scim+json": components["schemas"]["ScimUser"];
+                "application/json": components["schemas"]["ScimUser"];
+            };
+        };
+        responses: {
+            /** @description Created: the resource, with its `ETag` and `Location`. */
+            201: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimUser"];
+                };
+            };
+            /** @description Bad request. `scimType`: `invalidSyntax`, `invalidValue`, `mutability`, `invalidPath`, `noTarget`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `scimType`: `uniqueness`. */
+            409: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_users_get: {
+        parameters: {
+            query?: {
+                /** @description Only these attributes (comma-separated). */
+                attributes?: string;
+                /** @description All attributes but these (comma-separated). */
+                excludedAttributes?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimUser"];
+                };
+            };
+            /** @description Not modified: `If-None-Match` names the current version. */
+            304: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_users_replace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/scim+json": components["schemas"]["ScimUser"];
+                "application/json": components["schemas"]["ScimUser"];
+            };
+        };
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimUser"];
+                };
+            };
+            /** @description Bad request. `scimType`: `invalidSyntax`, `invalidValue`, `mutability`, `invalidPath`, `noTarget`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `scimType`: `uniqueness`. */
+            409: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Precondition failed. */
+            412: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_users_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Bad request. `scimType`: `mutability`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Precondition failed. */
+            412: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+        };
+    };
+    scim_users_patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/scim+json": components["schemas"]["ScimPatchRequest"];
+                "application/json": components["schemas"]["ScimPatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The answer (`application/scim+json`). */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimUser"];
+                };
+            };
+            /** @description Bad request. `scimType`: `invalidSyntax`, `invalidValue`, `mutability`, `invalidPath`, `noTarget`. */
+            400: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not authenticated. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Not found. */
+            404: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Request timeout. `error_code`: `request_timeout`. */
+            408: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict. `scimType`: `uniqueness`. */
+            409: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Precondition failed. */
+            412: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
+                };
+            };
+            /** @description Service unavailable. */
+            503: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimError"];
                 };
             };
         };

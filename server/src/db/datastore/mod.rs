@@ -24,6 +24,7 @@ pub mod organizations;
 pub mod password_resets;
 pub mod rate_limits;
 pub mod roles;
+pub mod scim;
 pub mod secrets;
 pub mod service_accounts;
 pub mod sessions;

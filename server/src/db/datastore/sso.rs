@@ -402,7 +402,8 @@ impl Datastore {
             }
         };
         // The membership: created, or its role set from the groups (an
-        // owner's stays); a suspended member stays suspended.
+        // owner's stays, and a person provisioned by SCIM keeps the role
+        // provisioning gives); a suspended member stays suspended.
         let status: Option<String> = tx
             .query_opt(
                 "SELECT m.status::text FROM memberships m \
@@ -432,7 +433,10 @@ impl Datastore {
                          WHERE m.user_id = $1 AND m.organization_id = $2 \
                            AND (m.role_id <> $3 OR m.status <> 'active') \
                            AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.id = m.role_id \
-                                           AND r.is_system_role AND r.name = 'owner')",
+                                           AND r.is_system_role AND r.name = 'owner') \
+                           AND NOT EXISTS (SELECT 1 FROM scim_resources s \
+                                           WHERE s.organization_id = m.organization_id \
+                                             AND s.user_id = m.user_id)",
                         &[&user_id, &org_id, &role_id],
                     )
                     .await?;
