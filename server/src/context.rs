@@ -228,6 +228,7 @@ impl ServerContext {
                 }
                 let origin = self.origin(rqctx, AuditActor::user(user_id, token_id));
                 let org_id = membership.org_id;
+                crate::telemetry::note_organization(org_id);
                 let granted = OrgAccess::grant(
                     user_id,
                     membership,
@@ -288,6 +289,7 @@ impl ServerContext {
             return Ok(None);
         };
         let origin = self.origin(rqctx, AuditActor::SYSTEM);
+        crate::telemetry::note_organization(org_id);
         Ok(Some(ScimGrant::grant(org_id, origin)))
     }
 

@@ -32,6 +32,7 @@ pub mod secrets;
 mod sse;
 pub mod storage;
 pub mod tasks;
+pub mod telemetry;
 pub mod transcribe;
 pub mod usage;
 
@@ -59,6 +60,8 @@ pub struct Server {
     kb_workers: Vec<tokio::task::JoinHandle<()>>,
     metrics_addr: Option<SocketAddr>,
     log: slog::Logger,
+    /// Spans' exporter while tracing is on (flushed when dropped).
+    telemetry: telemetry::Telemetry,
 }
 
 impl Server {
@@ -184,6 +187,8 @@ impl Server {
         }
         // What the usage recorder gathered is written before it stops.
         let _ = tokio::time::timeout(AFTER_GRACE, usage.flush()).await;
+        // The spans of the last requests are sent before it stops.
+        let _ = tokio::time::timeout(AFTER_GRACE, self.telemetry.shutdown()).await;
         self.tasks.abort_all();
         if let Some(cluster) = self.embedded {
             let stopped = tokio::task::spawn_blocking(move || cluster.release()).await??;
@@ -490,6 +495,8 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     };
     let cors = context.config.http.cors_policy();
     let server_timing = context.config.http.server_timing;
+    let telemetry = telemetry::Telemetry::start(&context.config.telemetry, &log)
+        .context("starting the OpenTelemetry exporter")?;
     let http = dropshot::ServerBuilder::new(api, context, log.clone())
         .config(dropshot_config)
         .connection_limits(connection_limits)
@@ -524,6 +531,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         kb_workers,
         metrics_addr,
         log,
+        telemetry,
     })
 }
 

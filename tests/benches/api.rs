@@ -18,6 +18,11 @@
 //! (default 10 s), `BENCH_ROUNDS` how many interleaved rounds run (default
 //! 3; the median share of each row is printed at the end).
 //!
+//! `BENCH_TRACING=1` adds `GET /api/conversation/list` on a second server
+//! process with OpenTelemetry traces on (`WORKSPACE_OTLP_ENDPOINT` at a
+//! collector in this process that reads and discards every export), in the
+//! same rounds, and prints traced over untraced throughput.
+//!
 //! Run with `cargo xtask bench api` (builds the release binary first).
 
 use std::path::PathBuf;
@@ -269,7 +274,56 @@ impl Drop for ServerProcess {
     }
 }
 
+/// An OTLP/HTTP collector that answers every export `200` and keeps
+/// nothing (for the traced server's spans).
+async fn discarding_collector() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a collector port");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = Vec::new();
+                loop {
+                    let mut chunk = [0u8; 65536];
+                    let Ok(n) = conn.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buffer.extend_from_slice(&chunk[..n]);
+                    // Answer each complete request (head and body).
+                    while let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        if buffer.len() < end + 4 + length {
+                            break;
+                        }
+                        buffer.drain(..end + 4 + length);
+                        let answer = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                        if conn.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
 async fn start_binary(db_url: &str) -> (ServerProcess, String) {
+    start_binary_with(db_url, None).await
+}
+
+async fn start_binary_with(db_url: &str, otlp: Option<&str>) -> (ServerProcess, String) {
     let bin = std::env::var("WORKSPACE_SERVER_BIN")
         .expect("WORKSPACE_SERVER_BIN: the workspace-server binary (cargo xtask bench api)");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -278,8 +332,12 @@ async fn start_binary(db_url: &str) -> (ServerProcess, String) {
         .expect("port")
         .port();
     // Killed and waited for by `ServerProcess`'s drop, also on a panic.
+    let mut command = Command::new(bin);
+    if let Some(endpoint) = otlp {
+        command.env("WORKSPACE_OTLP_ENDPOINT", endpoint);
+    }
     let child = ServerProcess(
-        Command::new(bin)
+        command
             .args(["--bind", &format!("127.0.0.1:{port}")])
             .env("DATABASE_URL", db_url)
             .env("WORKSPACE_JWT_SECRET", TEST_JWT_SECRET)
@@ -403,7 +461,15 @@ async fn main() {
         ("limit", "100".to_string()),
         ("offset", "0".to_string()),
     ];
-    let endpoints: [(&str, String, String, &str); 3] = [
+    let tracing = std::env::var("BENCH_TRACING").is_ok_and(|v| v == "1");
+    let traced = if tracing {
+        let collector = discarding_collector().await;
+        let (process, base) = start_binary_with(&cx.db_url, Some(&collector)).await;
+        Some((process, base))
+    } else {
+        None
+    };
+    let mut endpoints: Vec<(&str, String, String, &str)> = vec![
         (
             "GET /api/conversation/list",
             format!("{base}/api/conversation/list?org_id={org}"),
@@ -432,6 +498,14 @@ async fn main() {
             &pat,
         ),
     ];
+    if let Some((_, traced_base)) = &traced {
+        endpoints.push((
+            "GET /api/conversation/list (traced)",
+            format!("{traced_base}/api/conversation/list?org_id={org}"),
+            endpoints[0].2.clone(),
+            &user.token,
+        ));
+    }
 
     // `BENCH_HOLD=SECS`: print the endpoints and the token, keep the server
     // up that long (for profiling it under an external load), then stop.
@@ -509,6 +583,26 @@ async fn main() {
                     v[v.len() - 1]
                 );
             }
+        }
+    }
+    if traced.is_some() {
+        // Traced over untraced, each round's pair (run back to back).
+        println!("\ntracing on / off, GET /api/conversation/list throughput, per round");
+        let last = endpoints.len() - 1;
+        for (c, conns) in CONNECTIONS.into_iter().enumerate() {
+            let on = &shares[last * CONNECTIONS.len() + c];
+            let off = &shares[c];
+            let mut ratios: Vec<f64> = on.iter().zip(off).map(|(a, b)| a / b).collect();
+            ratios.sort_by(f64::total_cmp);
+            println!(
+                "{conns:>5} connections: median {:.3} (rounds: {})",
+                ratios[ratios.len() / 2],
+                ratios
+                    .iter()
+                    .map(|r| format!("{r:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
     }
     println!(

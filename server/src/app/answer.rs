@@ -313,7 +313,8 @@ impl<A: Area> Answer<A> {
     /// Generates the answer by a task of its own, which goes on when the
     /// client goes away.
     pub fn spawn(self, spec: RunSpec) {
-        tokio::spawn(self.run(spec));
+        // In the request's trace (while tracing is on).
+        tokio::spawn(crate::telemetry::in_current(self.run(spec)));
     }
 
     /// Generates the answer in the calling task (for an area that prepares

@@ -84,6 +84,8 @@ pub struct Config {
     pub usage: UsageConfig,
     /// Webhook deliveries (issue #36).
     pub webhooks: WebhooksConfig,
+    /// OpenTelemetry traces (issue #37), off unless a collector is named.
+    pub telemetry: crate::telemetry::TelemetryConfig,
 }
 
 /// Feature gates and quotas of organizations without overrides of their
@@ -141,6 +143,7 @@ impl Default for Config {
             audit: AuditConfig::default(),
             usage: UsageConfig::default(),
             webhooks: WebhooksConfig::default(),
+            telemetry: Default::default(),
         }
     }
 }
@@ -239,6 +242,12 @@ impl Config {
         }
         if let Some(url) = get("WORKSPACE_PUBLIC_URL").filter(|v| !v.is_empty()) {
             self.mail.public_url = Some(url);
+        }
+        if let Some(url) = get("WORKSPACE_OTLP_ENDPOINT")
+            .or_else(|| get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+            .filter(|v| !v.is_empty())
+        {
+            self.telemetry.otlp_endpoint = Some(url);
         }
         if let Some(origins) = get("WORKSPACE_CORS_ORIGINS").filter(|v| !v.is_empty()) {
             self.http.cors_allowed_origins = origins

@@ -103,6 +103,8 @@ struct Probe {
     operation: String,
     log: slog::Logger,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// The request's span while tracing is on.
+    trace: Option<crate::telemetry::RequestSpan>,
 }
 
 /// The status of a handler's result.
@@ -156,15 +158,43 @@ impl Status for http::Response<dropshot::Body> {
 
 impl Probe {
     fn new(rqctx: &Ctx) -> Probe {
+        let operation = &rqctx.endpoint.operation_id;
+        let trace = crate::telemetry::request_span(
+            rqctx.request.headers(),
+            rqctx.request.method().as_str(),
+            crate::telemetry::route_of(operation),
+            operation,
+        );
+        // Log lines about the request carry its trace.
+        let log = match &trace {
+            Some(span) => rqctx.log.new(slog::o!("trace_id" => span.trace_id())),
+            None => rqctx.log.clone(),
+        };
         Probe {
             started: std::time::Instant::now(),
-            operation: rqctx.endpoint.operation_id.clone(),
-            log: rqctx.log.clone(),
+            operation: operation.clone(),
+            log,
             metrics: rqctx.context().metrics.clone(),
+            trace,
         }
     }
 
-    fn done<T: Status>(self, result: Result<T, HttpError>) -> Result<T, HttpError> {
+    /// Runs the request's handler in its span's context.
+    fn traced<F: std::future::Future>(
+        &self,
+        handler: F,
+    ) -> futures::future::Either<F, opentelemetry::trace::WithContext<F>> {
+        crate::telemetry::in_span(self.trace.as_ref(), handler)
+    }
+
+    /// Ends the request's span with its status.
+    fn end_span(&mut self, status: u16) {
+        if let Some(span) = self.trace.take() {
+            span.end(status);
+        }
+    }
+
+    fn done<T: Status>(mut self, result: Result<T, HttpError>) -> Result<T, HttpError> {
         let status = match &result {
             Ok(response) => response.status(),
             Err(error) => {
@@ -190,12 +220,13 @@ impl Probe {
         };
         self.metrics
             .request(&self.operation, status, self.started.elapsed());
+        self.end_span(status);
         result
     }
 
     /// [`Probe::done`] for the OpenAI-compatible operations.
     fn done_openai<T: Status>(
-        self,
+        mut self,
         result: Result<T, workspace_api::deployments::OpenAiHttpError>,
     ) -> Result<T, workspace_api::deployments::OpenAiHttpError> {
         let status = match &result {
@@ -214,6 +245,7 @@ impl Probe {
         };
         self.metrics
             .request(&self.operation, status, self.started.elapsed());
+        self.end_span(status);
         result
     }
 }
@@ -229,7 +261,8 @@ macro_rules! delegate {
     (fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty => $target:path) => {
         async fn $name(rqctx: Ctx, $($arg: $ty),*) -> Result<$ret, HttpError> {
             let probe = Probe::new(&rqctx);
-            probe.done($target(rqctx, $($arg),*).await)
+            let result = probe.traced($target(rqctx, $($arg),*)).await;
+            probe.done(result)
         }
     };
 }
@@ -315,7 +348,9 @@ impl WorkspaceApi for WorkspaceImpl {
         body: JsonBody<workspace_api::kb::KbCreate>,
     ) -> Result<HttpResponseCreated<workspace_api::kb::KbCreated>, HttpError> {
         let probe = Probe::new(&rqctx);
-        probe.done(kb::create(rqctx, query, body).await)
+        let result = probe.traced(kb::create(rqctx, query, body)).await;
+
+        probe.done(result)
     }
 
     delegate!(fn kb_list(query: QueryParams<workspace_api::kb::KbListQuery>) -> HttpResponseOk<Vec<workspace_api::kb::KbSummary>> => kb::list);
@@ -422,14 +457,20 @@ impl WorkspaceApi for WorkspaceImpl {
         body: JsonBody<workspace_api::deployments::ChatCompletionRequest>,
     ) -> Result<http::Response<dropshot::Body>, workspace_api::deployments::OpenAiHttpError> {
         let probe = Probe::new(&rqctx);
-        probe.done_openai(deployments::chat_completions(rqctx, body).await)
+        let result = probe
+            .traced(deployments::chat_completions(rqctx, body))
+            .await;
+
+        probe.done_openai(result)
     }
 
     async fn deployments_models(
         rqctx: Ctx,
     ) -> Result<http::Response<dropshot::Body>, workspace_api::deployments::OpenAiHttpError> {
         let probe = Probe::new(&rqctx);
-        probe.done_openai(deployments::models(rqctx).await)
+        let result = probe.traced(deployments::models(rqctx)).await;
+
+        probe.done_openai(result)
     }
 
     delegate!(fn deployments_chat_completions_preflight() -> http::Response<dropshot::Body> => deployments::preflight);
@@ -453,7 +494,11 @@ impl WorkspaceApi for WorkspaceImpl {
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
         let probe = Probe::new(&rqctx);
         let body = bytes::Bytes::copy_from_slice(body.as_bytes());
-        probe.done(mcp::gateway(rqctx, path, reqwest::Method::POST, body).await)
+        let result = probe
+            .traced(mcp::gateway(rqctx, path, reqwest::Method::POST, body))
+            .await;
+
+        probe.done(result)
     }
 
     async fn mcp_gateway_get(
@@ -461,7 +506,16 @@ impl WorkspaceApi for WorkspaceImpl {
         path: dropshot::Path<workspace_api::mcp::GatewayPath>,
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
         let probe = Probe::new(&rqctx);
-        probe.done(mcp::gateway(rqctx, path, reqwest::Method::GET, bytes::Bytes::new()).await)
+        let result = probe
+            .traced(mcp::gateway(
+                rqctx,
+                path,
+                reqwest::Method::GET,
+                bytes::Bytes::new(),
+            ))
+            .await;
+
+        probe.done(result)
     }
 
     async fn mcp_gateway_delete(
@@ -469,7 +523,16 @@ impl WorkspaceApi for WorkspaceImpl {
         path: dropshot::Path<workspace_api::mcp::GatewayPath>,
     ) -> Result<http::Response<dropshot::Body>, HttpError> {
         let probe = Probe::new(&rqctx);
-        probe.done(mcp::gateway(rqctx, path, reqwest::Method::DELETE, bytes::Bytes::new()).await)
+        let result = probe
+            .traced(mcp::gateway(
+                rqctx,
+                path,
+                reqwest::Method::DELETE,
+                bytes::Bytes::new(),
+            ))
+            .await;
+
+        probe.done(result)
     }
 
     delegate!(fn mcp_playground_chat(query: QueryParams<workspace_api::orgs::PersonalOrgQuery>, body: JsonBody<workspace_api::mcp::PlaygroundChat>) -> http::Response<dropshot::Body> => mcp::playground_chat);

@@ -121,6 +121,7 @@ impl ChatModel for AnthropicClient {
             .post(&self.url)
             .header("anthropic-version", API_VERSION)
             .header(reqwest::header::ACCEPT, "text/event-stream")
+            .headers(crate::telemetry::trace_headers())
             .json(&self.body(request));
         if let Some(key) = &self.api_key {
             builder = builder.header("x-api-key", key);
@@ -133,6 +134,10 @@ impl ChatModel for AnthropicClient {
             return Err(super::error_from_response(response, self.api_key.as_deref()).await);
         }
         Ok(sse::decode(response, EventDecoder::default()))
+    }
+
+    fn describe(&self) -> (&str, &str) {
+        ("anthropic", &self.model)
     }
 }
 

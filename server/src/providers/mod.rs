@@ -150,6 +150,12 @@ pub trait ChatModel: Send + Sync {
     /// Sends the request. Resolves when the provider has accepted it (its
     /// response headers arrived); the stream then yields the answer.
     async fn stream(&self, request: &ChatRequest) -> Result<ChatStream, ProviderError>;
+
+    /// The provider's name and the model's, for traces
+    /// (`gen_ai.provider.name`, `gen_ai.request.model`).
+    fn describe(&self) -> (&str, &str) {
+        ("unknown", "unknown")
+    }
 }
 
 /// What went wrong with a provider.
@@ -354,9 +360,20 @@ pub async fn start(
     policy: &RetryPolicy,
     log: &slog::Logger,
 ) -> Result<ChatStream, ProviderError> {
+    let (provider, model_name) = model.describe();
+    // The call's span (while tracing is on): current while the provider is
+    // asked (its `traceparent` goes with the request), ended with the
+    // stream.
+    let mut span = crate::telemetry::model_call(provider, model_name);
+    let started = std::time::Instant::now();
     let mut attempt = 0u32;
     loop {
-        let error = match tokio::time::timeout(policy.idle_timeout, model.stream(request)).await {
+        let asked = tokio::time::timeout(policy.idle_timeout, model.stream(request));
+        let asked = match &span {
+            Some(span) => span.run(asked).await,
+            None => asked.await,
+        };
+        let error = match asked {
             Err(_) => ProviderError::new(
                 ProviderErrorKind::Timeout,
                 "no response headers within the idle timeout",
@@ -375,15 +392,28 @@ pub async fn start(
                     ),
                     Ok(Some(Ok(first))) => {
                         let rest = with_idle_timeout(stream, policy.idle_timeout);
-                        return Ok(futures::stream::once(async move { Ok(first) })
+                        let stream = futures::stream::once(async move { Ok(first) })
                             .chain(rest)
-                            .boxed());
+                            .boxed();
+                        return Ok(match span.take() {
+                            Some(mut span) => {
+                                span.set(opentelemetry::KeyValue::new(
+                                    "gen_ai.response.time_to_first_token",
+                                    started.elapsed().as_secs_f64(),
+                                ));
+                                traced(stream, span)
+                            }
+                            None => stream,
+                        });
                     }
                 }
             }
         };
         if !error.retryable() || attempt >= policy.max_retries {
             slog::warn!(log, "model provider failed"; "error" => %error, "attempts" => attempt + 1);
+            if let Some(span) = span.as_mut() {
+                span.fail(error.to_string());
+            }
             return Err(error);
         }
         let backoff = error
@@ -395,6 +425,46 @@ pub async fn start(
         tokio::time::sleep(backoff).await;
         attempt += 1;
     }
+}
+
+/// `stream` with its model call's span: the tokens of its usage and its
+/// finish reason noted as they pass, the span ended with the stream.
+fn traced(stream: ChatStream, mut span: crate::telemetry::ChildSpan) -> ChatStream {
+    use opentelemetry::KeyValue;
+    stream
+        .map(move |item| {
+            match &item {
+                Ok(ChatEvent::Usage(usage)) => {
+                    span.set(KeyValue::new(
+                        "gen_ai.usage.input_tokens",
+                        i64::from(usage.input_tokens),
+                    ));
+                    span.set(KeyValue::new(
+                        "gen_ai.usage.output_tokens",
+                        i64::from(usage.output_tokens),
+                    ));
+                }
+                Ok(ChatEvent::Finish(reason)) => {
+                    let reason = match reason {
+                        FinishReason::Stop => "stop".to_string(),
+                        FinishReason::Length => "length".to_string(),
+                        FinishReason::ToolCalls => "tool_calls".to_string(),
+                        FinishReason::ContentFilter => "content_filter".to_string(),
+                        FinishReason::Other(other) => other.clone(),
+                    };
+                    span.set(KeyValue::new(
+                        "gen_ai.response.finish_reasons",
+                        opentelemetry::Value::Array(
+                            vec![opentelemetry::StringValue::from(reason)].into(),
+                        ),
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => span.fail(e.to_string()),
+            }
+            item
+        })
+        .boxed()
 }
 
 /// Ends `stream` with a timeout error when an event takes longer than

@@ -135,6 +135,10 @@ impl ChatModel for OfflineModel {
         ]);
         Ok(text.chain(tail).boxed())
     }
+
+    fn describe(&self) -> (&str, &str) {
+        ("workspace", "offline")
+    }
 }
 
 #[cfg(test)]

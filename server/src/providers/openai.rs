@@ -119,6 +119,7 @@ impl ChatModel for OpenAiClient {
             .http
             .post(&self.url)
             .header(reqwest::header::ACCEPT, "text/event-stream")
+            .headers(crate::telemetry::trace_headers())
             .json(&self.body(request));
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key);
@@ -131,6 +132,10 @@ impl ChatModel for OpenAiClient {
             return Err(super::error_from_response(response, self.api_key.as_deref()).await);
         }
         Ok(sse::decode(response, ChunkDecoder::default()))
+    }
+
+    fn describe(&self) -> (&str, &str) {
+        ("openai", &self.model)
     }
 }
 

@@ -41,6 +41,7 @@ mod sessions;
 mod sso;
 mod stream_writer;
 mod system;
+mod telemetry;
 mod tokens;
 mod tools;
 mod usage;

@@ -101,6 +101,8 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+            // The statement's span (while tracing is on), ended with it.
+            let _span = crate::telemetry::statement(sql);
             let statement = self.prepare(sql).await?;
             self.$inner
                 .query(&statement, params)
@@ -114,6 +116,8 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<tokio_postgres::Row, tokio_postgres::Error> {
+            // The statement's span (while tracing is on), ended with it.
+            let _span = crate::telemetry::statement(sql);
             let statement = self.prepare(sql).await?;
             self.$inner
                 .query_one(&statement, params)
@@ -127,6 +131,8 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<Option<tokio_postgres::Row>, tokio_postgres::Error> {
+            // The statement's span (while tracing is on), ended with it.
+            let _span = crate::telemetry::statement(sql);
             let statement = self.prepare(sql).await?;
             self.$inner
                 .query_opt(&statement, params)
@@ -145,6 +151,11 @@ macro_rules! cached_statements {
             &self,
             statements: [(&str, Params<'_>); N],
         ) -> Result<[Vec<tokio_postgres::Row>; N], tokio_postgres::Error> {
+            // One span for the pipeline (while tracing is on), named by its
+            // first statement.
+            let _span = statements
+                .first()
+                .and_then(|(sql, _)| crate::telemetry::statement(sql));
             // All prepared before any is sent, so that they are sent in this
             // order (`join_all` polls them in order; each is sent at its first
             // poll).
@@ -172,6 +183,8 @@ macro_rules! cached_statements {
             sql: &str,
             params: Params<'_>,
         ) -> Result<u64, tokio_postgres::Error> {
+            // The statement's span (while tracing is on), ended with it.
+            let _span = crate::telemetry::statement(sql);
             let statement = self.prepare(sql).await?;
             self.$inner
                 .execute(&statement, params)

@@ -1,0 +1,403 @@
+//! OpenTelemetry traces over OTLP/HTTP (protobuf), off by default (issue
+//! #37): a span per request (its route, status, organization), a child per
+//! database statement (its SQL, never its parameters) and per model call
+//! (the GenAI semantic conventions: provider, model, input and output
+//! tokens, time to first token). An incoming `traceparent` is the
+//! request's parent; calls to model providers carry the current one.
+//!
+//! Off (no `telemetry.otlp_endpoint`), nothing is created: every hook
+//! checks one relaxed atomic load first and does nothing more.
+//!
+//! Spans are batched and sent by the SDK's own thread; the exporter's
+//! HTTP goes through this server's reqwest on its tokio runtime (answers
+//! bounded, 10 s timeout), never a second HTTP stack.
+
+use opentelemetry::trace::{FutureExt as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::{Context, KeyValue, global};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// The tracer's name (the instrumentation scope of every span).
+const SCOPE: &str = "workspace-server";
+
+/// `[telemetry]`: where spans go.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector's base URL (`http://collector:4318`); spans
+    /// are posted to `{otlp_endpoint}/v1/traces` as protobuf. Unset:
+    /// tracing is off (env `WORKSPACE_OTLP_ENDPOINT`, or the standard
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub otlp_endpoint: Option<String>,
+    /// The `service.name` of the spans (default `workspace`).
+    pub service_name: Option<String>,
+    /// Headers sent to the collector (an API key, a tenant).
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Whether spans are being recorded.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The tracer provider while tracing is on; flushed at shutdown.
+pub struct Telemetry {
+    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Starts exporting spans when `config` names a collector.
+    pub fn start(config: &TelemetryConfig, log: &slog::Logger) -> anyhow::Result<Telemetry> {
+        use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
+        let Some(endpoint) = config.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) else {
+            return Ok(Telemetry { provider: None });
+        };
+        let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
+        let client = OtlpHttp {
+            client: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(10))
+                .redirect(reqwest::redirect::Policy::none())
+                .build()?,
+            runtime: tokio::runtime::Handle::current(),
+        };
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_http_client(client)
+            .with_endpoint(url.clone())
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .with_timeout(std::time::Duration::from_secs(10))
+            .with_headers(config.headers.clone().into_iter().collect())
+            .build()?;
+        let resource = opentelemetry_sdk::Resource::builder()
+            .with_service_name(
+                config
+                    .service_name
+                    .clone()
+                    .unwrap_or_else(|| "workspace".to_string()),
+            )
+            .build();
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource)
+            .build();
+        global::set_tracer_provider(provider.clone());
+        global::set_text_map_propagator(
+            opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+        );
+        ENABLED.store(true, Ordering::Relaxed);
+        slog::info!(log, "OpenTelemetry traces on"; "endpoint" => url);
+        Ok(Telemetry {
+            provider: Some(provider),
+        })
+    }
+
+    /// Sends the spans still buffered and stops exporting (at shutdown;
+    /// on a blocking thread, since the export runs on this runtime).
+    pub async fn shutdown(mut self) {
+        if let Some(provider) = self.provider.take() {
+            ENABLED.store(false, Ordering::Relaxed);
+            let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+        }
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(provider) = self.provider.take() {
+            ENABLED.store(false, Ordering::Relaxed);
+            let _ = provider.shutdown();
+        }
+    }
+}
+
+/// The exporter's HTTP client: this server's reqwest, run on its tokio
+/// runtime (the SDK's batch thread has none).
+#[derive(Debug)]
+struct OtlpHttp {
+    client: reqwest::Client,
+    runtime: tokio::runtime::Handle,
+}
+
+#[async_trait::async_trait]
+impl opentelemetry_http::HttpClient for OtlpHttp {
+    async fn send_bytes(
+        &self,
+        request: http::Request<bytes::Bytes>,
+    ) -> Result<http::Response<bytes::Bytes>, opentelemetry_http::HttpError> {
+        let client = self.client.clone();
+        let request = reqwest::Request::try_from(request)?;
+        self.runtime
+            .spawn(async move {
+                let response = client.execute(request).await?;
+                let mut builder = http::Response::builder().status(response.status());
+                for (name, value) in response.headers() {
+                    builder = builder.header(name, value);
+                }
+                // A collector's answer is small; never read more than 64 kB.
+                let body = crate::fetch::read_limited(response, 64 * 1024).await?;
+                Ok::<_, opentelemetry_http::HttpError>(builder.body(body)?)
+            })
+            .await?
+    }
+}
+
+/// Reads the `traceparent`/`tracestate` of incoming headers.
+struct HeaderReader<'a>(&'a http::HeaderMap);
+
+impl opentelemetry::propagation::Extractor for HeaderReader<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+/// Writes `traceparent`/`tracestate` into outgoing headers.
+struct HeaderWriter<'a>(&'a mut http::HeaderMap);
+
+impl opentelemetry::propagation::Injector for HeaderWriter<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(name, value);
+        }
+    }
+}
+
+/// The route template of an operation (`/api/chat/{id}`-style paths, as
+/// the published document writes them), for span names; read once from
+/// the API's description, and only while tracing is on.
+pub fn route_of(operation_id: &str) -> &'static str {
+    static ROUTES: std::sync::LazyLock<std::collections::HashMap<String, &'static str>> =
+        std::sync::LazyLock::new(|| {
+            let mut routes = std::collections::HashMap::new();
+            let document = workspace_api::openapi_document();
+            for (path, item) in document.paths.paths.iter() {
+                let openapiv3::ReferenceOr::Item(item) = item else {
+                    continue;
+                };
+                let path: &'static str = Box::leak(path.clone().into_boxed_str());
+                for (_, op) in item.iter() {
+                    if let Some(id) = &op.operation_id {
+                        routes.insert(id.clone(), path);
+                    }
+                }
+            }
+            routes
+        });
+    if !enabled() {
+        return "";
+    }
+    ROUTES.get(operation_id).copied().unwrap_or("unknown")
+}
+
+/// A request's span, ended by [`RequestSpan::end`] with its status.
+pub struct RequestSpan {
+    cx: Context,
+}
+
+/// Starts the span of a request (`None` while tracing is off): a child of
+/// the request's `traceparent` when it has a valid one.
+pub fn request_span(
+    headers: &http::HeaderMap,
+    method: &str,
+    route: &str,
+    operation_id: &str,
+) -> Option<RequestSpan> {
+    if !enabled() {
+        return None;
+    }
+    let parent = global::get_text_map_propagator(|p| p.extract(&HeaderReader(headers)));
+    let tracer = global::tracer(SCOPE);
+    let span = tracer
+        .span_builder(format!("{method} {route}"))
+        .with_kind(SpanKind::Server)
+        .with_attributes([
+            KeyValue::new("http.request.method", method.to_string()),
+            KeyValue::new("http.route", route.to_string()),
+            KeyValue::new("workspace.operation_id", operation_id.to_string()),
+        ])
+        .start_with_context(&tracer, &parent);
+    Some(RequestSpan {
+        cx: parent.with_span(span),
+    })
+}
+
+impl RequestSpan {
+    /// The context to run the request's handler in.
+    pub fn context(&self) -> Context {
+        self.cx.clone()
+    }
+
+    /// The trace's id, for log lines.
+    pub fn trace_id(&self) -> String {
+        self.cx.span().span_context().trace_id().to_string()
+    }
+
+    /// Ends the span with the response's status.
+    pub fn end(self, status: u16) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new(
+            "http.response.status_code",
+            i64::from(status),
+        ));
+        if status >= 500 {
+            span.set_status(Status::error(format!("HTTP {status}")));
+        }
+        span.end();
+    }
+}
+
+/// Notes the organization a request acts in on its span.
+pub fn note_organization(org_id: uuid::Uuid) {
+    if enabled() {
+        Context::map_current(|cx| {
+            cx.span().set_attribute(KeyValue::new(
+                "workspace.organization_id",
+                org_id.to_string(),
+            ))
+        });
+    }
+}
+
+/// The trace id of the current span, for log lines (`None` while tracing
+/// is off or outside a span).
+pub fn current_trace_id() -> Option<String> {
+    if !enabled() {
+        return None;
+    }
+    Context::map_current(|cx| {
+        let span = cx.span();
+        let context = span.span_context();
+        context.is_valid().then(|| context.trace_id().to_string())
+    })
+}
+
+/// Adds the current `traceparent` to an outgoing request's headers (a
+/// model provider, an MCP server, a webhook receiver).
+pub fn inject(headers: &mut http::HeaderMap) {
+    if enabled() {
+        global::get_text_map_propagator(|p| {
+            p.inject_context(&Context::current(), &mut HeaderWriter(headers))
+        });
+    }
+}
+
+/// A child span of the current one, ended when dropped.
+pub struct ChildSpan {
+    cx: Context,
+}
+
+impl ChildSpan {
+    /// Sets an attribute.
+    pub fn set(&mut self, attribute: KeyValue) {
+        self.cx.span().set_attribute(attribute);
+    }
+
+    /// Marks the span failed.
+    pub fn fail(&mut self, why: impl Into<std::borrow::Cow<'static, str>>) {
+        self.cx.span().set_status(Status::error(why));
+    }
+
+    /// Runs `future` with this span current (its `traceparent` is the one
+    /// [`inject`] writes).
+    pub fn run<F: std::future::Future>(&self, future: F) -> opentelemetry::trace::WithContext<F> {
+        future.with_context(self.cx.clone())
+    }
+}
+
+impl Drop for ChildSpan {
+    fn drop(&mut self) {
+        self.cx.span().end();
+    }
+}
+
+fn child(name: String, kind: SpanKind, attributes: Vec<KeyValue>) -> ChildSpan {
+    let tracer = global::tracer(SCOPE);
+    let parent = Context::current();
+    let span = tracer
+        .span_builder(name)
+        .with_kind(kind)
+        .with_attributes(attributes)
+        .start_with_context(&tracer, &parent);
+    ChildSpan {
+        cx: parent.with_span(span),
+    }
+}
+
+/// The `traceparent` (and `tracestate`) of the current span, as headers
+/// for an outgoing request (empty while tracing is off).
+pub fn trace_headers() -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    inject(&mut headers);
+    headers
+}
+
+/// The span of one database statement (`None` while tracing is off): its
+/// SQL (never its parameters) and operation.
+pub fn statement(sql: &str) -> Option<ChildSpan> {
+    if !enabled() {
+        return None;
+    }
+    let operation = sql
+        .split_whitespace()
+        .next()
+        .unwrap_or("SQL")
+        .to_ascii_uppercase();
+    Some(child(
+        format!("{operation} postgresql"),
+        SpanKind::Client,
+        vec![
+            KeyValue::new("db.system.name", "postgresql"),
+            KeyValue::new("db.operation.name", operation),
+            KeyValue::new("db.query.text", sql.chars().take(2000).collect::<String>()),
+        ],
+    ))
+}
+
+/// The span of one model call (`None` while tracing is off), with the
+/// GenAI semantic conventions' names.
+pub fn model_call(provider: &str, model: &str) -> Option<ChildSpan> {
+    if !enabled() {
+        return None;
+    }
+    Some(child(
+        format!("chat {model}"),
+        SpanKind::Client,
+        vec![
+            KeyValue::new("gen_ai.operation.name", "chat"),
+            KeyValue::new("gen_ai.provider.name", provider.to_string()),
+            KeyValue::new("gen_ai.request.model", model.to_string()),
+        ],
+    ))
+}
+
+/// Runs `future` in the current trace context (a task spawned for a
+/// request keeps its trace); as is while tracing is off.
+pub fn in_current<F: std::future::Future>(
+    future: F,
+) -> futures::future::Either<F, opentelemetry::trace::WithContext<F>> {
+    if enabled() {
+        futures::future::Either::Right(future.with_current_context())
+    } else {
+        futures::future::Either::Left(future)
+    }
+}
+
+/// Runs `future` in `span`'s context (`None`: as is).
+pub fn in_span<F: std::future::Future>(
+    span: Option<&RequestSpan>,
+    future: F,
+) -> futures::future::Either<F, opentelemetry::trace::WithContext<F>> {
+    match span {
+        Some(span) => futures::future::Either::Right(future.with_context(span.context())),
+        None => futures::future::Either::Left(future),
+    }
+}
