@@ -344,6 +344,21 @@ impl FakeProvider {
 
     /// `http://127.0.0.1:PORT` (OpenAI clients append `/chat/completions`,
     /// so configure `base_url()` + `/v1` for realism).
+    /// A model named `name` served by this fake as an OpenAI-compatible
+    /// provider (upstream model `fake-upstream`), for `Config::models`.
+    pub fn model_config(&self, name: &str) -> workspace_server::config::ModelConfig {
+        workspace_server::config::ModelConfig {
+            name: name.into(),
+            provider: Some(workspace_server::config::ProviderKind::OpenaiCompatible),
+            upstream_model: Some("fake-upstream".into()),
+            base_url: Some(format!("{}/v1", self.base_url())),
+            api_key: Some("sk-test".into()),
+            api_key_env: None,
+            max_tokens: None,
+            context_tokens: None,
+        }
+    }
+
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
     }

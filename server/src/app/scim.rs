@@ -73,7 +73,7 @@ pub async fn put(
     }
     let mut roles: Vec<String> = input.role_mappings.iter().map(|m| m.role.clone()).collect();
     roles.push(input.default_role.clone());
-    let missing = cx.datastore.scim_missing_roles(grant, &roles).await?;
+    let missing = cx.datastore.ungivable_roles(grant, &roles).await?;
     if let Some(name) = missing.first() {
         return Err(Error::invalid(
             "invalid_role",

@@ -272,7 +272,7 @@ pub async fn put(
     }
     let mut roles: Vec<String> = input.role_mappings.iter().map(|m| m.role.clone()).collect();
     roles.extend(input.default_role.clone());
-    let missing = cx.datastore.sso_missing_roles(grant, &roles).await?;
+    let missing = cx.datastore.ungivable_roles(grant, &roles).await?;
     if let Some(name) = missing.first() {
         return Err(Error::invalid(
             "invalid_role",

@@ -127,6 +127,28 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
         })
 }
 
+/// The id of the model named `fake` in `org`'s catalog.
+async fn model_id(
+    cx: &TestContext,
+    user: &workspace_tests::TestUser,
+    org: uuid::Uuid,
+) -> serde_json::Value {
+    let (_, models) = workspace_tests::req(
+        &cx.base_url,
+        &user.token,
+        reqwest::Method::GET,
+        "/api/models/list",
+        &[("org_id", org.to_string())],
+        None,
+    )
+    .await;
+    models
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["name"] == "fake"))
+        .map(|m| m["id"].clone())
+        .expect("the fake model")
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -153,41 +175,17 @@ fn descends(span: &Span, ancestor: &Span, spans: &[Span]) -> bool {
 async fn a_chat_answer_is_one_trace_from_the_callers_traceparent_to_the_model() {
     let collector = Collector::start().await;
     let fake = FakeProvider::with_default(Reply::openai_text(&["Traced", " answer."])).await;
-    let url = format!("{}/v1", fake.base_url());
     let endpoint = collector.url.clone();
+    let model = fake.model_config("fake");
     let cx = TestContext::with_config("telemetry_chat", move |c| {
         c.telemetry.otlp_endpoint = Some(endpoint);
         c.telemetry.service_name = Some("workspace-test".into());
-        c.models.push(workspace_server::config::ModelConfig {
-            name: "fake".into(),
-            provider: Some(workspace_server::config::ProviderKind::OpenaiCompatible),
-            upstream_model: Some("fake-upstream".into()),
-            base_url: Some(url),
-            api_key: Some("sk-test".into()),
-            api_key_env: None,
-            max_tokens: None,
-            context_tokens: None,
-        });
+        c.models.push(model);
     })
     .await;
     let ada = cx.user("ada-otel").await;
     let org = ada.personal_org().await;
-    let (_, models) = workspace_tests::req(
-        &cx.base_url,
-        &ada.token,
-        reqwest::Method::GET,
-        "/api/models/list",
-        &[("org_id", org.to_string())],
-        None,
-    )
-    .await;
-    let model = models
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "fake")
-        .unwrap()["id"]
-        .clone();
+    let model = model_id(&cx, &ada, org).await;
     // The caller's trace: the answer's spans belong to it.
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let parent_id = "00f067aa0ba902b7";
@@ -345,39 +343,12 @@ async fn a_chat_answer_is_one_trace_from_the_callers_traceparent_to_the_model() 
 #[tokio::test]
 async fn without_a_collector_nothing_is_traced_or_passed_on() {
     let fake = FakeProvider::with_default(Reply::openai_text(&["Plain."])).await;
-    let url = format!("{}/v1", fake.base_url());
-    let cx = TestContext::with_config("telemetry_off", move |c| {
-        c.models.push(workspace_server::config::ModelConfig {
-            name: "fake".into(),
-            provider: Some(workspace_server::config::ProviderKind::OpenaiCompatible),
-            upstream_model: Some("fake-upstream".into()),
-            base_url: Some(url),
-            api_key: Some("sk-test".into()),
-            api_key_env: None,
-            max_tokens: None,
-            context_tokens: None,
-        });
-    })
-    .await;
+    let model = fake.model_config("fake");
+    let cx = TestContext::with_config("telemetry_off", move |c| c.models.push(model)).await;
     assert!(!workspace_server::telemetry::enabled());
     let ada = cx.user("ada-plain").await;
     let org = ada.personal_org().await;
-    let (_, models) = workspace_tests::req(
-        &cx.base_url,
-        &ada.token,
-        reqwest::Method::GET,
-        "/api/models/list",
-        &[("org_id", org.to_string())],
-        None,
-    )
-    .await;
-    let model = models
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "fake")
-        .unwrap()["id"]
-        .clone();
+    let model = model_id(&cx, &ada, org).await;
     let response = workspace_tests::http()
         .post(format!("{}/api/chat/send_message", cx.base_url))
         .bearer_auth(&ada.token)

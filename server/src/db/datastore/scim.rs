@@ -144,25 +144,6 @@ impl Datastore {
         Ok(row.as_ref().map(ScimConfigRow::from_row))
     }
 
-    /// The roles named that are missing from the organization (or are
-    /// `owner`).
-    pub async fn scim_missing_roles(
-        &self,
-        grant: &ManageGrant,
-        names: &[String],
-    ) -> Result<Vec<String>, Error> {
-        let conn = self.quick().await?;
-        let rows = conn
-            .query(
-                "SELECT n FROM unnest($2::text[]) n WHERE NOT EXISTS \
-                 (SELECT 1 FROM roles r WHERE r.organization_id = $1 AND r.name = n \
-                  AND NOT (r.is_system_role AND r.name = 'owner'))",
-                &[&grant.org_id(), &names],
-            )
-            .await?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
-    }
-
     /// Sets the organization's group-to-role mappings (turning SCIM on if
     /// it was off), and gives every provisioned member the role they map
     /// to now, in one transaction.

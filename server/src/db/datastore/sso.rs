@@ -126,9 +126,9 @@ impl Datastore {
         Ok(row.as_ref().map(ProviderRow::from_row))
     }
 
-    /// Whether the roles named exist in the organization (none of them
-    /// `owner`): the names missing.
-    pub async fn sso_missing_roles(
+    /// The roles named that single sign-on or SCIM provisioning may not
+    /// give: missing from the organization, or `owner`.
+    pub async fn ungivable_roles(
         &self,
         grant: &Grant<on::Org, Admin<perm::OrganizationAdmin>>,
         names: &[String],
