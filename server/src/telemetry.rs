@@ -267,6 +267,21 @@ pub fn note_organization(org_id: uuid::Uuid) {
     }
 }
 
+/// Sets an attribute on the current span (nothing while tracing is off).
+pub fn note(attribute: KeyValue) {
+    if enabled() {
+        Context::map_current(|cx| cx.span().set_attribute(attribute));
+    }
+}
+
+/// Marks the current span failed (nothing while tracing is off).
+pub fn fail_current(why: &str) {
+    if enabled() {
+        let why = why.chars().take(200).collect::<String>();
+        Context::map_current(|cx| cx.span().set_status(Status::error(why)));
+    }
+}
+
 /// The trace id of the current span, for log lines (`None` while tracing
 /// is off or outside a span).
 pub fn current_trace_id() -> Option<String> {
@@ -319,9 +334,24 @@ impl Drop for ChildSpan {
     }
 }
 
+impl ChildSpan {
+    /// The `traceparent` (and `tracestate`) naming this span, as headers
+    /// for the outgoing request it stands for.
+    pub fn headers(&self) -> http::HeaderMap {
+        let mut headers = http::HeaderMap::new();
+        global::get_text_map_propagator(|p| {
+            p.inject_context(&self.cx, &mut HeaderWriter(&mut headers))
+        });
+        headers
+    }
+}
+
 fn child(name: String, kind: SpanKind, attributes: Vec<KeyValue>) -> ChildSpan {
+    start(name, kind, attributes, Context::current())
+}
+
+fn start(name: String, kind: SpanKind, attributes: Vec<KeyValue>, parent: Context) -> ChildSpan {
     let tracer = global::tracer(SCOPE);
-    let parent = Context::current();
     let span = tracer
         .span_builder(name)
         .with_kind(kind)
@@ -330,6 +360,100 @@ fn child(name: String, kind: SpanKind, attributes: Vec<KeyValue>) -> ChildSpan {
     ChildSpan {
         cx: parent.with_span(span),
     }
+}
+
+/// The current span's `traceparent` (`None` while tracing is off or
+/// outside a span): kept with work queued for later (an ingestion job, a
+/// webhook event), whose span then joins the trace that queued it.
+pub fn current_traceparent() -> Option<String> {
+    if !enabled() {
+        return None;
+    }
+    let mut carrier = std::collections::HashMap::new();
+    global::get_text_map_propagator(|p| p.inject_context(&Context::current(), &mut carrier));
+    carrier.remove("traceparent")
+}
+
+/// The span of one queued job run by a worker (`None` while tracing is
+/// off): a child of the trace that queued it when its `traceparent` was
+/// kept (and is well formed), else a trace of its own.
+pub fn job(
+    name: String,
+    traceparent: Option<&str>,
+    attributes: Vec<KeyValue>,
+) -> Option<ChildSpan> {
+    if !enabled() {
+        return None;
+    }
+    let parent = match traceparent {
+        Some(value) => {
+            let carrier =
+                std::collections::HashMap::from([("traceparent".to_string(), value.to_string())]);
+            global::get_text_map_propagator(|p| p.extract_with_context(&Context::new(), &carrier))
+        }
+        None => Context::new(),
+    };
+    Some(start(name, SpanKind::Consumer, attributes, parent))
+}
+
+/// The span of one embedding call (`None` while tracing is off), with the
+/// GenAI semantic conventions' names.
+pub fn embeddings(provider: &str, model: &str, inputs: usize) -> Option<ChildSpan> {
+    if !enabled() {
+        return None;
+    }
+    Some(child(
+        format!("embeddings {model}"),
+        SpanKind::Client,
+        vec![
+            KeyValue::new("gen_ai.operation.name", "embeddings"),
+            KeyValue::new("gen_ai.provider.name", provider.to_string()),
+            KeyValue::new("gen_ai.request.model", model.to_string()),
+            KeyValue::new("workspace.embedding.inputs", inputs as i64),
+        ],
+    ))
+}
+
+/// The span of one tool run for a model (`None` while tracing is off):
+/// `execute_tool {name}` (GenAI semantic conventions).
+pub fn tool_run(name: &str, call_id: &str) -> Option<ChildSpan> {
+    if !enabled() {
+        return None;
+    }
+    Some(child(
+        format!("execute_tool {name}"),
+        SpanKind::Internal,
+        vec![
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", name.to_string()),
+            KeyValue::new("gen_ai.tool.call.id", call_id.to_string()),
+        ],
+    ))
+}
+
+/// The span of one request to an MCP server (`None` while tracing is
+/// off): `{method} {tool}` with the MCP semantic conventions' names; the
+/// server's host only (an URL's path or query may hold a secret).
+pub fn mcp_call(method: &str, tool: Option<&str>, url: &str) -> Option<ChildSpan> {
+    if !enabled() {
+        return None;
+    }
+    let mut attributes = vec![KeyValue::new("mcp.method.name", method.to_string())];
+    if let Some(tool) = tool {
+        attributes.push(KeyValue::new("gen_ai.tool.name", tool.to_string()));
+        attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
+    }
+    if let Some(host) = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+    {
+        attributes.push(KeyValue::new("server.address", host));
+    }
+    let name = match tool {
+        Some(tool) => format!("{method} {tool}"),
+        None => method.to_string(),
+    };
+    Some(child(name, SpanKind::Client, attributes))
 }
 
 /// The `traceparent` (and `tracestate`) of the current span, as headers
@@ -389,6 +513,17 @@ pub fn in_current<F: std::future::Future>(
     } else {
         futures::future::Either::Left(future)
     }
+}
+
+/// Spawns `future` on the runtime in the current trace context: work a
+/// request starts in a task of its own (a streamed answer, an export)
+/// stays in the request's trace. As `tokio::spawn` while tracing is off.
+pub fn spawn<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio::spawn(in_current(future))
 }
 
 /// Runs `future` in `span`'s context (`None`: as is).

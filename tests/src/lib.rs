@@ -16,6 +16,7 @@ pub mod fixtures;
 pub mod hostile_peers;
 pub mod mcp_pager;
 pub mod mcp_peers;
+pub mod otlp;
 pub mod resources;
 pub mod strict_oauth;
 

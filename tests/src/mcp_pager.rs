@@ -19,9 +19,14 @@ const PAGES: &[(Option<&str>, &[&str], Option<&str>)] = &[
 /// The total `resultSizeEstimate` of every page.
 pub const PAGER_ESTIMATE: i64 = 5;
 
+/// A request's JSON-RPC method and `traceparent` header.
+pub type Traced = (String, Option<String>);
+
 pub struct McpPager {
     pub addr: SocketAddr,
     calls: Arc<Mutex<Vec<Value>>>,
+    /// Every request's JSON-RPC method with its `traceparent` header.
+    traces: Arc<Mutex<Vec<Traced>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -32,23 +37,44 @@ impl McpPager {
             .expect("binding the MCP pager");
         let addr = listener.local_addr().expect("address");
         let calls = Arc::new(Mutex::new(Vec::new()));
-        let shared = calls.clone();
+        let traces = Arc::new(Mutex::new(Vec::new()));
+        let (shared, shared_traces) = (calls.clone(), traces.clone());
         let task = tokio::spawn(async move {
             while let Ok((mut socket, _)) = listener.accept().await {
                 let calls = shared.clone();
+                let traces = shared_traces.clone();
                 tokio::spawn(async move {
                     if let Some(request) = read_request(&mut socket).await {
+                        let method = serde_json::from_slice::<Value>(&request.body)
+                            .ok()
+                            .and_then(|v| v["method"].as_str().map(str::to_string))
+                            .unwrap_or_default();
+                        traces
+                            .lock()
+                            .expect("traces")
+                            .push((method, request.headers.get("traceparent").cloned()));
                         let reply = handle(&calls, &request.method, &request.body);
                         write_reply(&mut socket, reply).await;
                     }
                 });
             }
         });
-        McpPager { addr, calls, task }
+        McpPager {
+            addr,
+            calls,
+            traces,
+            task,
+        }
     }
 
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
+    }
+
+    /// Every request so far: its JSON-RPC method (empty for a `GET` or a
+    /// `DELETE`) and its `traceparent` header.
+    pub fn traces(&self) -> Vec<Traced> {
+        self.traces.lock().expect("traces").clone()
     }
 
     /// The arguments of every `list_messages` call so far.

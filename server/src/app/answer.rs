@@ -314,7 +314,7 @@ impl<A: Area> Answer<A> {
     /// client goes away.
     pub fn spawn(self, spec: RunSpec) {
         // In the request's trace (while tracing is on).
-        tokio::spawn(crate::telemetry::in_current(self.run(spec)));
+        crate::telemetry::spawn(self.run(spec));
     }
 
     /// Generates the answer in the calling task (for an area that prepares
@@ -419,7 +419,7 @@ impl<A: Area> Answer<A> {
             let metrics = metrics.clone();
             let log = log.clone();
             let outcome = outcome.clone();
-            tokio::spawn(async move {
+            crate::telemetry::spawn(async move {
                 let result =
                     store_until_stored(&*area, &text, usage, &outcome, &metrics, &log).await;
                 let _ = done_tx.send(result.is_ok());
@@ -476,7 +476,7 @@ fn save_partial<A: Area>(
     let area = area.clone();
     let text = text.to_string();
     let log = log.clone();
-    *saving = Some(tokio::spawn(async move {
+    *saving = Some(crate::telemetry::spawn(async move {
         if let Err(e) = area.save_partial(&text).await {
             slog::debug!(log, "saving the partial answer failed"; "error" => %e);
         }

@@ -189,7 +189,7 @@ pub async fn export(
         .await?;
     let (tx, rx) = mpsc::channel::<Chunk>(CHUNKS_IN_FLIGHT);
     let datastore = cx.datastore.clone();
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         let log = reader.log().clone();
         match write_all(&datastore, &reader, &filter, first, &tx).await {
             Ok(()) | Err(Stop::ClientGone) => {}

@@ -686,7 +686,7 @@ fn stream(
     );
     // A deployment key is no membership: nothing to watch.
     let (mut answer, rx) = crate::app::answer::Answer::direct(cx, area, 64, None, log.clone());
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         if answer.emit(first).await {
             answer.run(spec).await;
         }

@@ -107,7 +107,7 @@ where
         tx,
     };
     out.push(&head);
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         let (out, result) = write(out).await;
         match result {
             Ok(()) | Err(Stop::ClientGone) => {}

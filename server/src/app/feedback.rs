@@ -196,7 +196,7 @@ pub async fn export(
     }
     let datastore = cx.datastore.clone();
     let log = grant.log().clone();
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         match write_all(&datastore, &grant, &filter, format, first, &mut out).await {
             Ok(()) | Err(Stop::ClientGone) => {}
             Err(Stop::Failed(e)) => {

@@ -316,7 +316,7 @@ pub async fn download(
         .map_err(Error::internal)?;
     // A channel makes the store's stream (Send only) a Sync body.
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, crate::storage::StorageError>>(4);
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         let mut stream = stream;
         while let Some(item) = stream.next().await {
             if tx.send(item).await.is_err() {

@@ -793,7 +793,7 @@ pub async fn query(
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     // The answer ends when the member is suspended or removed meanwhile.
     let mut watch = crate::app::streams::MemberWatch::new(&cx.datastore, &cx.chat_hub, access);
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         let revoked = watch.revoked();
         tokio::pin!(revoked);
         let message_id = Uuid::new_v4().to_string();

@@ -132,16 +132,34 @@ impl jobs::Queue for Ingestion {
     }
 
     async fn run(&self, job: ClaimedJob) {
-        run(self, job).await
+        // The job's span joins the trace that queued it (tracing on); its
+        // statements, fetches and embeddings are its children.
+        let span = crate::telemetry::job(
+            format!("kb {}", job.kind.as_str()),
+            job.traceparent.as_deref(),
+            vec![
+                opentelemetry::KeyValue::new("workspace.job_id", job.id.to_string()),
+                opentelemetry::KeyValue::new("workspace.organization_id", job.org_id.to_string()),
+                opentelemetry::KeyValue::new("workspace.kb_id", job.kb_id.to_string()),
+                opentelemetry::KeyValue::new("workspace.job.attempt", i64::from(job.attempts)),
+            ],
+        );
+        match &span {
+            Some(span) => span.run(run(self, job)).await,
+            None => run(self, job).await,
+        }
     }
 }
 
 /// Runs one job while renewing its lease; stops working on it as soon as
 /// the lease is lost.
 async fn run(ing: &Ingestion, job: ClaimedJob) {
-    let log = ing
+    let mut log = ing
         .log
         .new(slog::o!("job" => job.id.to_string(), "kind" => job.kind.as_str()));
+    if let Some(trace_id) = crate::telemetry::current_trace_id() {
+        log = log.new(slog::o!("trace_id" => trace_id));
+    }
     let work = async {
         if job.attempts > job.max_attempts {
             return Err(JobError::Permanent(format!(
@@ -161,6 +179,9 @@ async fn run(ing: &Ingestion, job: ClaimedJob) {
     let Err(error) = result else {
         return;
     };
+    if let JobError::Transient(m) | JobError::Permanent(m) = &error {
+        crate::telemetry::fail_current(m);
+    }
     let failure = match &error {
         JobError::LeaseLost => {
             slog::info!(log, "kb worker: lost the job's lease; leaving it");

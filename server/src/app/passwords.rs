@@ -57,7 +57,7 @@ pub async fn forgot_password(
         let email = reset_email(cx, &recipient, &token, lifetime);
         let mailer = cx.mailer.clone();
         let log = log.clone();
-        tokio::spawn(async move {
+        crate::telemetry::spawn(async move {
             // Well after the answer: the mailer's work (a database write,
             // or an SMTP exchange) competes for this instance's CPU and
             // the database, and must not slow this answer, or the next

@@ -506,7 +506,26 @@ impl jobs::Queue for Deliveries {
     /// lease), so no heartbeat is needed: the outcome is recorded while
     /// the lease holds.
     async fn run(&self, job: ClaimedDelivery) {
-        if let Err(e) = self.attempt(&job).await {
+        // The delivery's span joins the trace that queued it (tracing on).
+        let span = crate::telemetry::job(
+            format!("webhook {}", job.event_type),
+            job.traceparent.as_deref(),
+            vec![
+                opentelemetry::KeyValue::new("workspace.webhook.delivery_id", job.id.to_string()),
+                opentelemetry::KeyValue::new(
+                    "workspace.webhook.event_type",
+                    job.event_type.clone(),
+                ),
+                opentelemetry::KeyValue::new("workspace.organization_id", job.org_id.to_string()),
+                opentelemetry::KeyValue::new("workspace.webhook.attempt", i64::from(job.attempts)),
+            ],
+        );
+        let attempt = self.attempt(&job);
+        let attempted = match &span {
+            Some(span) => span.run(attempt).await,
+            None => attempt.await,
+        };
+        if let Err(e) = attempted {
             slog::warn!(self.log, "webhook delivery: recording the attempt failed";
                 "delivery" => %job.id, "error" => %e);
         }
@@ -547,6 +566,9 @@ impl Deliveries {
         } else {
             self.send(job, &secrets).await
         };
+        if let Some(error) = &outcome.error {
+            crate::telemetry::fail_current(error);
+        }
         let latency_ms = i32::try_from(outcome.latency.as_millis()).unwrap_or(i32::MAX);
         let result = AttemptResult {
             response_status: outcome.status.map(i32::from),
@@ -634,6 +656,7 @@ impl Deliveries {
             .header("webhook-id", &id)
             .header("webhook-timestamp", timestamp.to_string())
             .header("webhook-signature", signature)
+            .headers(crate::telemetry::trace_headers())
             .body(body)
             .send()
             .await;
@@ -649,6 +672,10 @@ impl Deliveries {
             }
         };
         let status = response.status().as_u16();
+        crate::telemetry::note(opentelemetry::KeyValue::new(
+            "http.response.status_code",
+            i64::from(status),
+        ));
         // The status decides; the first bytes of the body are kept for the
         // log, read within what is left of the attempt's time.
         let left = Duration::from_secs(self.config.timeout_secs).saturating_sub(started.elapsed());

@@ -266,6 +266,7 @@ impl Embedder for LocalMiniLm {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let _span = crate::telemetry::embeddings("local", self.name(), texts.len());
         let loaded = self.model().await?;
         let _turn = self
             .busy
@@ -293,6 +294,7 @@ impl Embedder for LocalMiniLm {
     /// A query does not queue behind ingestion batches (which may take
     /// seconds): it runs at once beside them.
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let _span = crate::telemetry::embeddings("local", self.name(), 1);
         let loaded = self.model().await?;
         let text = text.to_string();
         let failed = |e: String| EmbedError::Permanent(format!("embedding failed: {e}"));

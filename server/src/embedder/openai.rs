@@ -45,6 +45,14 @@ impl OpenAiEmbedder {
 #[derive(serde::Deserialize)]
 struct EmbeddingsResponse {
     data: Vec<EmbeddingItem>,
+    #[serde(default)]
+    usage: Option<EmbeddingsUsage>,
+}
+
+#[derive(serde::Deserialize)]
+struct EmbeddingsUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -75,9 +83,26 @@ impl Embedder for OpenAiEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        let mut span = crate::telemetry::embeddings("openai", &self.upstream_model, texts.len());
+        let result = self.embed_http(texts, span.as_mut()).await;
+        if let (Some(span), Err(e)) = (span.as_mut(), &result) {
+            span.fail(e.to_string());
+        }
+        result
+    }
+}
+
+impl OpenAiEmbedder {
+    /// One request for `texts`, under `span` (its `traceparent` sent).
+    async fn embed_http(
+        &self,
+        texts: &[String],
+        span: Option<&mut crate::telemetry::ChildSpan>,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut request = self
             .http
             .post(format!("{}/embeddings", self.base_url))
+            .headers(span.as_ref().map(|s| s.headers()).unwrap_or_default())
             .json(&serde_json::json!({
                 "model": self.upstream_model,
                 "input": texts,
@@ -107,6 +132,12 @@ impl Embedder for OpenAiEmbedder {
             .map_err(|e| EmbedError::Transient(format!("unreadable embedding response: {e}")))?;
         let body: EmbeddingsResponse = serde_json::from_slice(&bytes)
             .map_err(|e| EmbedError::Transient(format!("unreadable embedding response: {e}")))?;
+        if let (Some(span), Some(tokens)) = (span, body.usage.and_then(|u| u.prompt_tokens)) {
+            span.set(opentelemetry::KeyValue::new(
+                "gen_ai.usage.input_tokens",
+                i64::try_from(tokens).unwrap_or(i64::MAX),
+            ));
+        }
         if body.data.len() != texts.len() {
             return Err(EmbedError::Permanent(format!(
                 "the embedding service returned {} vectors for {} texts",

@@ -165,9 +165,14 @@ impl Probe {
             crate::telemetry::route_of(operation),
             operation,
         );
-        // Log lines about the request carry its trace.
+        // Log lines about the request carry its trace, dropshot's
+        // "request completed" line too.
         let log = match &trace {
-            Some(span) => rqctx.log.new(slog::o!("trace_id" => span.trace_id())),
+            Some(span) => {
+                let trace_id = span.trace_id();
+                let _ = rqctx.trace_id.set(trace_id.clone());
+                rqctx.log.new(slog::o!("trace_id" => trace_id))
+            }
             None => rqctx.log.clone(),
         };
         Probe {

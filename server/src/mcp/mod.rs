@@ -104,10 +104,13 @@ impl RmcpClient {
         classify(text)
     }
 
+    /// Connects to `url` (initialize), sending `span`'s `traceparent`
+    /// with every request of the exchange.
     async fn connect(
         &self,
         url: &str,
         bearer: Option<&str>,
+        span: Option<&crate::telemetry::ChildSpan>,
     ) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ()>, McpError> {
         use rmcp::ServiceExt;
         use rmcp::transport::StreamableHttpClientTransport;
@@ -117,6 +120,11 @@ impl RmcpClient {
         config.max_sse_event_size = MAX_MCP_ANSWER_BYTES;
         if let Some(token) = bearer {
             config = config.auth_header(token.to_string());
+        }
+        if let Some(span) = span {
+            for (name, value) in span.headers().iter() {
+                config.custom_headers.insert(name.clone(), value.clone());
+            }
         }
         let transport = StreamableHttpClientTransport::with_client(mcp_http(), config);
         ().serve(transport)
@@ -221,21 +229,14 @@ impl McpClient for RmcpClient {
         url: &str,
         bearer: Option<&str>,
     ) -> Result<Vec<ListedTool>, McpError> {
-        self.timed(async {
-            let client = self.connect(url, bearer).await?;
-            let tools = client.list_all_tools().await;
-            let _ = client.cancel().await;
-            let tools = tools.map_err(|e| self.failed(url, &e.to_string()))?;
-            Ok(tools
-                .into_iter()
-                .map(|t| ListedTool {
-                    name: t.name.to_string(),
-                    description: t.description.map(|d| d.to_string()).unwrap_or_default(),
-                    input_schema: serde_json::Value::Object((*t.input_schema).clone()),
-                })
-                .collect())
-        })
-        .await
+        let mut span = crate::telemetry::mcp_call("tools/list", None, url);
+        let result = self
+            .timed(self.list_tools_in(url, bearer, span.as_ref()))
+            .await;
+        if let (Some(span), Err(e)) = (span.as_mut(), &result) {
+            span.fail(e.to_string());
+        }
+        result
     }
 
     async fn call_tool(
@@ -245,19 +246,57 @@ impl McpClient for RmcpClient {
         name: &str,
         args: serde_json::Map<String, serde_json::Value>,
     ) -> Result<ToolOutput, McpError> {
-        self.timed(async {
-            let client = self.connect(url, bearer).await?;
-            let params =
-                rmcp::model::CallToolRequestParams::new(name.to_string()).with_arguments(args);
-            let result = client.call_tool(params).await;
-            let _ = client.cancel().await;
-            let result = result.map_err(|e| self.failed(url, &e.to_string()))?;
-            let is_error = result.is_error.unwrap_or(false);
-            let result = serde_json::to_value(&result)
-                .map_err(|e| McpError::Failed(format!("encoding the result: {e}")))?;
-            Ok(ToolOutput { is_error, result })
-        })
-        .await
+        let mut span = crate::telemetry::mcp_call("tools/call", Some(name), url);
+        let result = self
+            .timed(self.call_tool_in(url, bearer, name, args, span.as_ref()))
+            .await;
+        match (span.as_mut(), &result) {
+            (Some(span), Err(e)) => span.fail(e.to_string()),
+            (Some(span), Ok(out)) if out.is_error => span.fail("the tool answered an error"),
+            _ => {}
+        }
+        result
+    }
+}
+
+impl RmcpClient {
+    async fn list_tools_in(
+        &self,
+        url: &str,
+        bearer: Option<&str>,
+        span: Option<&crate::telemetry::ChildSpan>,
+    ) -> Result<Vec<ListedTool>, McpError> {
+        let client = self.connect(url, bearer, span).await?;
+        let tools = client.list_all_tools().await;
+        let _ = client.cancel().await;
+        let tools = tools.map_err(|e| self.failed(url, &e.to_string()))?;
+        Ok(tools
+            .into_iter()
+            .map(|t| ListedTool {
+                name: t.name.to_string(),
+                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                input_schema: serde_json::Value::Object((*t.input_schema).clone()),
+            })
+            .collect())
+    }
+
+    async fn call_tool_in(
+        &self,
+        url: &str,
+        bearer: Option<&str>,
+        name: &str,
+        args: serde_json::Map<String, serde_json::Value>,
+        span: Option<&crate::telemetry::ChildSpan>,
+    ) -> Result<ToolOutput, McpError> {
+        let client = self.connect(url, bearer, span).await?;
+        let params = rmcp::model::CallToolRequestParams::new(name.to_string()).with_arguments(args);
+        let result = client.call_tool(params).await;
+        let _ = client.cancel().await;
+        let result = result.map_err(|e| self.failed(url, &e.to_string()))?;
+        let is_error = result.is_error.unwrap_or(false);
+        let result = serde_json::to_value(&result)
+            .map_err(|e| McpError::Failed(format!("encoding the result: {e}")))?;
+        Ok(ToolOutput { is_error, result })
     }
 }
 

@@ -123,7 +123,8 @@ pub struct RunSpec {
 /// `Error`. Dropping the receiver stops the run.
 pub fn run(spec: RunSpec) -> mpsc::Receiver<RuntimeEvent> {
     let (tx, rx) = mpsc::channel(64);
-    tokio::spawn(run_loop(spec, tx));
+    // In the caller's trace (the request's, while tracing is on).
+    crate::telemetry::spawn(run_loop(spec, tx));
     rx
 }
 
@@ -251,16 +252,16 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
             let tool = spec.tools.iter().find(|t| t.spec().name == call.name);
             let result = match tool {
                 None => Err(format!("there is no tool named {}", call.name)),
+                // Boxed: a tool's call (and its span) need not be part of
+                // the run's state for the whole answer.
                 Some(tool) => {
-                    match tokio::time::timeout(spec.limits.tool_timeout, tool.call(input.clone()))
-                        .await
-                    {
-                        Ok(r) => r,
-                        Err(_) => Err(format!(
-                            "tool_timeout: the tool did not finish within {} s",
-                            spec.limits.tool_timeout.as_secs()
-                        )),
-                    }
+                    Box::pin(call_tool(
+                        tool.as_ref(),
+                        &call,
+                        input.clone(),
+                        spec.limits.tool_timeout,
+                    ))
+                    .await
                 }
             };
             let content = match &result {
@@ -369,6 +370,33 @@ impl RuntimeTool for CodeTool {
             Ok(outcome) => outcome.result.map_err(|f| f.to_string()),
         }
     }
+}
+
+/// Runs one tool call within `timeout`, in a span of its own while
+/// tracing is on (what the tool calls out to, an MCP server, is its
+/// child).
+async fn call_tool(
+    tool: &dyn RuntimeTool,
+    call: &ToolCall,
+    input: Value,
+    timeout: Duration,
+) -> Result<Value, String> {
+    let mut span = crate::telemetry::tool_run(&call.name, &call.id);
+    let running = tokio::time::timeout(timeout, tool.call(input));
+    let result = match &span {
+        Some(span) => span.run(running).await,
+        None => running.await,
+    };
+    let result = result.unwrap_or_else(|_| {
+        Err(format!(
+            "tool_timeout: the tool did not finish within {} s",
+            timeout.as_secs()
+        ))
+    });
+    if let (Some(span), Err(e)) = (span.as_mut(), &result) {
+        span.fail(e.chars().take(200).collect::<String>());
+    }
+    result
 }
 
 #[cfg(test)]

@@ -6,126 +6,11 @@
 //! statements (SQL, never parameters) and its model call (GenAI
 //! conventions), whose `traceparent` the provider receives.
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use prost::Message as _;
 use serde_json::json;
-use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use workspace_tests::TestContext;
 use workspace_tests::fake_provider::{FakeProvider, Reply};
-
-/// An OTLP/HTTP collector: every span it was sent.
-struct Collector {
-    url: String,
-    spans: Arc<Mutex<Vec<Span>>>,
-    requests: Arc<Mutex<Vec<(String, String)>>>,
-}
-
-impl Collector {
-    async fn start() -> Collector {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let spans = Arc::new(Mutex::new(Vec::new()));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (s, r) = (spans.clone(), requests.clone());
-        tokio::spawn(async move {
-            loop {
-                let Ok((conn, _)) = listener.accept().await else {
-                    return;
-                };
-                tokio::spawn(serve(conn, s.clone(), r.clone()));
-            }
-        });
-        Collector {
-            url,
-            spans,
-            requests,
-        }
-    }
-
-    fn spans(&self) -> Vec<Span> {
-        self.spans.lock().unwrap().clone()
-    }
-}
-
-/// Serves one keep-alive connection: `POST /v1/traces` bodies decoded as
-/// `ExportTraceServiceRequest`, each answered `200` with an empty
-/// `ExportTraceServiceResponse`.
-async fn serve(
-    mut conn: tokio::net::TcpStream,
-    spans: Arc<Mutex<Vec<Span>>>,
-    requests: Arc<Mutex<Vec<(String, String)>>>,
-) {
-    let mut buffer = Vec::new();
-    loop {
-        let head_end = loop {
-            if let Some(i) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            let mut chunk = [0u8; 8192];
-            match conn.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
-        let mut lines = head.lines();
-        let request_line = lines.next().unwrap_or_default().to_string();
-        let mut length = 0usize;
-        let mut content_type = String::new();
-        for line in lines {
-            let lower = line.to_ascii_lowercase();
-            if let Some(v) = lower.strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap_or(0);
-            }
-            if let Some(v) = lower.strip_prefix("content-type:") {
-                content_type = v.trim().to_string();
-            }
-        }
-        while buffer.len() < head_end + length {
-            let mut chunk = [0u8; 65536];
-            match conn.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let body: Vec<u8> = buffer[head_end..head_end + length].to_vec();
-        buffer.drain(..head_end + length);
-        requests
-            .lock()
-            .unwrap()
-            .push((request_line.clone(), content_type));
-        let decoded = ExportTraceServiceRequest::decode(body.as_slice())
-            .expect("an ExportTraceServiceRequest");
-        for resource in decoded.resource_spans {
-            for scope in resource.scope_spans {
-                spans.lock().unwrap().extend(scope.spans);
-            }
-        }
-        let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n\
-                      content-length: 0\r\n\r\n";
-        if conn.write_all(answer.as_bytes()).await.is_err() {
-            return;
-        }
-    }
-}
-
-fn attribute(span: &Span, key: &str) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| kv.value.as_ref())
-        .and_then(|v| v.value.as_ref())
-        .map(|v| match v {
-            AnyValue::StringValue(s) => s.clone(),
-            AnyValue::IntValue(i) => i.to_string(),
-            AnyValue::DoubleValue(d) => d.to_string(),
-            AnyValue::BoolValue(b) => b.to_string(),
-            other => format!("{other:?}"),
-        })
-}
+use workspace_tests::otlp::{Collector, attribute, descends, hex};
 
 /// The id of the model named `fake` in `org`'s catalog.
 async fn model_id(
@@ -147,28 +32,6 @@ async fn model_id(
         .and_then(|all| all.iter().find(|m| m["name"] == "fake"))
         .map(|m| m["id"].clone())
         .expect("the fake model")
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Whether `span` descends from `ancestor` among `spans`.
-fn descends(span: &Span, ancestor: &Span, spans: &[Span]) -> bool {
-    let mut parent = span.parent_span_id.clone();
-    for _ in 0..64 {
-        if parent.is_empty() {
-            return false;
-        }
-        if parent == ancestor.span_id {
-            return true;
-        }
-        match spans.iter().find(|s| s.span_id == parent) {
-            Some(next) => parent = next.parent_span_id.clone(),
-            None => return false,
-        }
-    }
-    false
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,6 +83,19 @@ async fn a_chat_answer_is_one_trace_from_the_callers_traceparent_to_the_model() 
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Dropshot's own line for the request names the trace.
+    let completed = std::fs::read_to_string(&cx.log_path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("request completed") && l.contains("/api/chat/send_message"))
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    assert!(
+        completed
+            .iter()
+            .any(|l| l.contains(&format!("\"trace_id\":\"{trace_id}\""))),
+        "{completed:?}"
+    );
     cx.teardown().await;
 
     let spans = collector.spans();
@@ -367,4 +243,369 @@ async fn without_a_collector_nothing_is_traced_or_passed_on() {
     assert!(!requests.is_empty());
     assert!(requests.iter().all(|r| r.header("traceparent").is_none()));
     cx.teardown().await;
+}
+
+/// Each request's path and `traceparent`.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+/// A peer on 127.0.0.1 for the work a request leaves behind: an
+/// OpenAI-compatible `/v1/embeddings` (a vector per input) and a webhook
+/// receiver (`200` to anything else). It keeps every request's path and
+/// `traceparent`.
+struct Peer {
+    url: String,
+    seen: Seen,
+}
+
+impl Peer {
+    async fn start() -> Peer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let shared = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                tokio::spawn(answer(socket, shared.clone()));
+            }
+        });
+        Peer { url, seen }
+    }
+
+    /// The `traceparent` of every request to a path starting with `path`.
+    fn traceparents(&self, path: &str) -> Vec<Option<String>> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| p.starts_with(path))
+            .map(|(_, t)| t.clone())
+            .collect()
+    }
+}
+
+/// Answers one request on `socket` (then closes it).
+async fn answer(
+    mut socket: tokio::net::TcpStream,
+    seen: Seen,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let path = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("/")
+        .to_string();
+    let mut length = 0;
+    let mut traceparent = None;
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':') {
+            match name.trim().to_ascii_lowercase().as_str() {
+                "content-length" => length = value.trim().parse().unwrap_or(0),
+                "traceparent" => traceparent = Some(value.trim().to_string()),
+                _ => {}
+            }
+        }
+    }
+    while buffer.len() < head_end + length {
+        match socket.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+    seen.lock().unwrap().push((path.clone(), traceparent));
+    let body = &buffer[head_end..head_end + length];
+    let reply = if path == "/v1/embeddings" {
+        let input: serde_json::Value = serde_json::from_slice(body).unwrap();
+        let n = input["input"].as_array().map_or(0, Vec::len);
+        let data: Vec<serde_json::Value> = (0..n)
+            .map(|i| {
+                let mut v = vec![0.0f32; 384];
+                v[i % 384] = 1.0;
+                json!({"index": i, "embedding": v})
+            })
+            .collect();
+        json!({"data": data, "usage": {"prompt_tokens": 7 * n, "total_tokens": 7 * n}})
+    } else {
+        json!({"ok": true})
+    };
+    let reply = reply.to_string();
+    let _ = socket
+        .write_all(
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{reply}",
+                reply.len()
+            )
+            .as_bytes(),
+        )
+        .await;
+}
+
+/// Work a traced request leaves behind joins its trace: an ingestion
+/// job (with its embeddings), a webhook delivery, and an MCP tool call
+/// (under the model's `execute_tool` span) are spans of the caller's
+/// trace, and the embedding service, the webhook receiver and the MCP
+/// server each receive the `traceparent` of their own span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_work_and_tool_calls_join_the_trace_that_started_them() {
+    use workspace_server::mcp::config::{McpAuth, McpServerConfig};
+    use workspace_tests::mcp_pager::McpPager;
+    workspace_tests::ensure_local_model().await;
+    let collector = Collector::start().await;
+    let peer = Peer::start().await;
+    let pager = McpPager::start().await;
+    let (endpoint, embeddings, mcp) = (
+        collector.url.clone(),
+        format!("{}/v1", peer.url),
+        pager.url(),
+    );
+    let cx = TestContext::with_config("telemetry_background", move |c| {
+        c.telemetry.otlp_endpoint = Some(endpoint);
+        c.fetch.allow_private_networks = true;
+        c.webhooks.allow_http = true;
+        c.webhooks.poll_interval_ms = 100;
+        c.kb.poll_interval_ms = 100;
+        c.embedders
+            .push(workspace_server::kb_config::EmbedderConfig {
+                name: "traced-embedder".into(),
+                kind: workspace_server::kb_config::EmbedderKind::Openai,
+                upstream_model: Some("embed-upstream".into()),
+                base_url: Some(embeddings),
+                api_key_env: None,
+                dimensions: 384,
+            });
+        c.mcp_servers = vec![McpServerConfig {
+            name: "Pager".into(),
+            toolkit_name: "Pager".into(),
+            toolkit_slug: "pager".into(),
+            toolkit_logo: None,
+            url: mcp,
+            auth: McpAuth::None,
+            client_id: None,
+            client_secret: None,
+            scopes: Vec::new(),
+        }];
+    })
+    .await;
+    let ada = cx.user("ada-queued").await;
+    let org = ada.personal_org().await;
+    // Each request is the caller's own trace.
+    let traced = |trace: &'static str, method: reqwest::Method, path: &str| {
+        workspace_tests::http()
+            .request(method, format!("{}{path}", cx.base_url))
+            .bearer_auth(&ada.token)
+            .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+    };
+
+    // A knowledge base: its ingestion job runs later, on a worker.
+    let ingest_trace = "11111111111111111111111111111111";
+    let file = ada
+        .client
+        .chat_upload_file(
+            org,
+            None,
+            "notes.txt",
+            b"Tracing spans a queue. ".repeat(40),
+        )
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    let kb = traced(ingest_trace, reqwest::Method::POST, "/api/kb/create")
+        .query(&[("org_id", org.to_string())])
+        .json(&json!({
+            "name": "Traced", "description": "", "embedding_model": "traced-embedder",
+            "sources": [{"type": "file", "config": {"file_ids": [file]}}]
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kb.status().as_u16(), 201, "{:?}", kb.text().await);
+    let kb: serde_json::Value = kb.json().await.unwrap();
+
+    // A webhook's test delivery, sent by a worker too.
+    let hook_trace = "22222222222222222222222222222222";
+    let hook = ada
+        .client
+        .org_webhooks_create()
+        .org_id(org)
+        .body(
+            workspace_client::types::WebhookEndpointCreate::builder()
+                .url(format!("{}/hook", peer.url))
+                .event_types(vec!["webhook.test".to_string()]),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let test = traced(hook_trace, reqwest::Method::POST, "/api/org/webhooks/test")
+        .query(&[
+            ("org_id", org.to_string()),
+            ("endpoint_id", hook.endpoint.id.to_string()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert!(test.status().is_success(), "{:?}", test.text().await);
+
+    // An MCP tool, called by the model during a playground answer.
+    let mcp_trace = "33333333333333333333333333333333";
+    let server_id = ada
+        .client
+        .mcp_list_servers()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .servers[0]
+        .id;
+    ada.client
+        .mcp_connect_account()
+        .org_id(org)
+        .body(workspace_client::types::ConnectAccount::builder().server_id(server_id))
+        .send()
+        .await
+        .unwrap();
+    let instance = ada
+        .client
+        .mcp_list_instances()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .instances[0]
+        .id;
+    let played = traced(mcp_trace, reqwest::Method::POST, "/api/mcp_playground/chat")
+        .query(&[("org_id", org.to_string())])
+        .json(
+            &json!({"content": "/tool pager_list_messages {}", "mcp_instance_ids": [instance],
+                      "model": "offline-dev-model"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(played.status().as_u16(), 200);
+    let played = played.text().await.unwrap();
+    assert!(played.contains("page-2"), "{played}");
+
+    // Wait for the workers: the document embedded, the delivery received.
+    let started = std::time::Instant::now();
+    loop {
+        let (_, status) = workspace_tests::req(
+            &cx.base_url,
+            &ada.token,
+            reqwest::Method::GET,
+            "/api/kb/ingestion_status",
+            &[("kb_id", kb["id"].as_str().unwrap().to_string())],
+            None,
+        )
+        .await;
+        if status["status"] == "ready" && !peer.traceparents("/hook").is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "{status} {:?}",
+            peer.traceparents("/")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    cx.teardown().await;
+    let spans = collector.spans();
+    let of = |trace: &str| -> Vec<Span> {
+        spans
+            .iter()
+            .filter(|s| hex(&s.trace_id) == trace)
+            .cloned()
+            .collect()
+    };
+    let named = |trace: &[Span], name: &str| -> Span {
+        trace
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .unwrap_or_else(|| {
+                panic!(
+                    "no span {name}: {:?}",
+                    trace.iter().map(|s| &s.name).collect::<Vec<_>>()
+                )
+            })
+    };
+    // Sent with the span it stands for.
+    let sent_by = |traceparents: Vec<Option<String>>, trace: &str, span: &Span| {
+        let expected = format!("00-{trace}-{}-01", hex(&span.span_id));
+        assert!(
+            traceparents.iter().any(|t| t.as_deref() == Some(&expected)),
+            "{expected} not in {traceparents:?}"
+        );
+    };
+
+    // Ingestion: request → job → embeddings (GenAI names), sent on.
+    let ingestion = of(ingest_trace);
+    let request = named(&ingestion, "POST /api/kb/create");
+    let job = named(&ingestion, "kb ingest");
+    assert!(descends(&job, &request, &ingestion));
+    assert_eq!(
+        attribute(&job, "workspace.kb_id").as_deref(),
+        kb["id"].as_str()
+    );
+    let embed = named(&ingestion, "embeddings embed-upstream");
+    assert!(descends(&embed, &job, &ingestion));
+    assert_eq!(
+        attribute(&embed, "gen_ai.operation.name").as_deref(),
+        Some("embeddings")
+    );
+    assert!(attribute(&embed, "gen_ai.usage.input_tokens").is_some());
+    assert!(
+        ingestion
+            .iter()
+            .any(|s| attribute(s, "db.system.name").is_some() && descends(s, &job, &ingestion)),
+        "the job's statements are its children"
+    );
+    sent_by(peer.traceparents("/v1/embeddings"), ingest_trace, &embed);
+
+    // The webhook delivery: request → delivery, its traceparent sent.
+    let hooks = of(hook_trace);
+    let request = named(&hooks, "POST /api/org/webhooks/test");
+    let delivery = named(&hooks, "webhook webhook.test");
+    assert!(descends(&delivery, &request, &hooks));
+    assert_eq!(
+        attribute(&delivery, "http.response.status_code").as_deref(),
+        Some("200")
+    );
+    sent_by(peer.traceparents("/hook"), hook_trace, &delivery);
+
+    // The MCP call: request → execute_tool → tools/call, sent on.
+    let mcp = of(mcp_trace);
+    let request = named(&mcp, "POST /api/mcp_playground/chat");
+    let tool = named(&mcp, "execute_tool pager_list_messages");
+    assert!(descends(&tool, &request, &mcp));
+    let call = named(&mcp, "tools/call list_messages");
+    assert!(descends(&call, &tool, &mcp));
+    assert_eq!(
+        attribute(&call, "server.address").as_deref(),
+        Some("127.0.0.1")
+    );
+    let called: Vec<Option<String>> = pager
+        .traces()
+        .into_iter()
+        .filter(|(method, _)| method == "tools/call")
+        .map(|(_, t)| t)
+        .collect();
+    sent_by(called, mcp_trace, &call);
 }

@@ -86,6 +86,10 @@ pub struct RequestContext<Context: ServerContext> {
     pub log: Logger,
     /// basic request information (method, URI, etc.)
     pub request: RequestInfo,
+    /// Workspace patch: the id of the trace this request's handler records
+    /// (set once by the handler, when it traces); the "request completed"
+    /// line then carries it as `trace_id`.
+    pub trace_id: Arc<std::sync::OnceLock<String>>,
 }
 
 // This is deliberately as close to compatible with `hyper::Request` as

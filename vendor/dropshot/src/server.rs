@@ -991,6 +991,9 @@ async fn http_request_handle_wrap<C: ServerContext>(
     // `http_request_handle` once routed, for the one "request completed"
     // line (`-` when no route matched).
     let route = std::sync::OnceLock::<String>::new();
+    // Workspace patch: the trace id the handler records, if it traces (see
+    // `RequestContext::trace_id`), for the same line.
+    let trace_id = Arc::new(std::sync::OnceLock::<String>::new());
     let maybe_response = match preflight {
         Some(response) => Ok(response),
         None => {
@@ -1001,6 +1004,7 @@ async fn http_request_handle_wrap<C: ServerContext>(
                 request_log.new(o!()),
                 remote_addr,
                 &route,
+                &trace_id,
             )
             .await
         }
@@ -1009,6 +1013,10 @@ async fn http_request_handle_wrap<C: ServerContext>(
     // If `http_request_handle` completed, it means the request wasn't
     // cancelled and we can safely "defuse" the scopeguard.
     let _ = ScopeGuard::into_inner(on_disconnect);
+    let request_log = match trace_id.get() {
+        Some(id) => request_log.new(o!("trace_id" => id.clone())),
+        None => request_log,
+    };
 
     let latency_us = start_time.elapsed().as_micros();
     let response = match maybe_response {
@@ -1113,6 +1121,7 @@ async fn http_request_handle<C: ServerContext>(
     request_log: Logger,
     remote_addr: std::net::SocketAddr,
     route: &std::sync::OnceLock<String>,
+    trace_id: &Arc<std::sync::OnceLock<String>>,
 ) -> Result<Response<Body>, HandlerError> {
     // TODO-hardening: is it correct to (and do we correctly) read the entire
     // request body even if we decide it's too large and are going to send a 400
@@ -1150,6 +1159,7 @@ async fn http_request_handle<C: ServerContext>(
         endpoint: lookup_result.endpoint,
         request_id: request_id.to_string(),
         log: request_log.clone(),
+        trace_id: Arc::clone(trace_id),
     };
     let request_headers = rqctx.request.headers().clone();
     let handler = lookup_result.handler;

@@ -436,6 +436,7 @@ mod tests {
             },
             request_id: "".to_string(),
             log: log.clone(),
+            trace_id: Default::default(),
         };
         let fut = WebsocketUpgrade::from_request(&rqctx, request);
         tokio::time::timeout(Duration::from_secs(1), fut)

@@ -203,7 +203,7 @@ pub(super) async fn answer(
     let access = access.clone();
     let log = access.log().clone();
     let (mut answer, rx) = Answer::direct(cx, PlaygroundAnswer, 64, Some(&access), log.clone());
-    tokio::spawn(async move {
+    crate::telemetry::spawn(async move {
         let cx = handle.get();
         let mut tools: Vec<Arc<dyn RuntimeTool>> = Vec::new();
         for (slug, target) in targets {

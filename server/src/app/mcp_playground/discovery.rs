@@ -305,7 +305,7 @@ pub(super) async fn discover(
         let query: String = content.chars().take(DISCOVERY_TEXT_MAX_CHARS).collect();
         let texts: Vec<String> = catalog.iter().map(|(_, t)| t.clone()).collect();
         let count = texts.len();
-        let task = tokio::spawn(async move {
+        let task = crate::telemetry::spawn(async move {
             let embedder: &dyn crate::embedder::Embedder = local.as_ref();
             let query = vec![embedder.embed_query(&query).await?];
             let vectors = embed_cached(embedder, &texts).await?;

@@ -430,12 +430,13 @@ impl Datastore {
             // Sent with the touches (one round trip); queued once per
             // answer (see `webhook_outbox::enqueue`).
             let key = format!("answer:{}", answer.id);
+            let traceparent = crate::telemetry::current_traceparent();
             tx.pipeline([
                 (TOUCH_SESSION, &[&org_id, &session.id]),
                 (TOUCH_CONVERSATION, &[&org_id, &session.conversation_id]),
                 (
                     super::webhook_outbox::ENQUEUE_SQL,
-                    &[&org_id, &"answer.completed", &event, &key],
+                    &[&org_id, &"answer.completed", &event, &key, &traceparent],
                 ),
             ])
             .await?;

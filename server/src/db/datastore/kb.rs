@@ -674,11 +674,14 @@ async fn insert_source(
         )
         .await?;
     }
-    // One ingest job per document, or one expand job.
+    // One ingest job per document, or one expand job; each joins the
+    // current trace when it runs (tracing on).
+    let traceparent = crate::telemetry::current_traceparent();
     if source.expand {
         tx.execute(
-            "INSERT INTO kb_jobs (id, organization_id, kb_id, source_id, kind, max_attempts) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO kb_jobs (id, organization_id, kb_id, source_id, kind, max_attempts, \
+                 traceparent) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
             &[
                 &Uuid::new_v4(),
                 &org,
@@ -686,16 +689,17 @@ async fn insert_source(
                 &source.id,
                 &KbJobKind::Expand,
                 &max_attempts,
+                &traceparent,
             ],
         )
         .await?;
     } else {
         tx.execute(
             "INSERT INTO kb_jobs (id, organization_id, kb_id, source_id, document_id, kind, \
-                 max_attempts) \
-             SELECT gen_random_uuid(), d.organization_id, d.kb_id, d.source_id, d.id, $2, $3 \
+                 max_attempts, traceparent) \
+             SELECT gen_random_uuid(), d.organization_id, d.kb_id, d.source_id, d.id, $2, $3, $4 \
              FROM kb_documents d WHERE d.source_id = $1",
-            &[&source.id, &KbJobKind::Ingest, &max_attempts],
+            &[&source.id, &KbJobKind::Ingest, &max_attempts, &traceparent],
         )
         .await?;
     }

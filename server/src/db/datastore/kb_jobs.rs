@@ -36,6 +36,8 @@ pub struct ClaimedJob {
     pub max_attempts: i32,
     /// The worker holding the lease.
     pub worker: Uuid,
+    /// The `traceparent` of the trace that queued it (tracing on).
+    pub traceparent: Option<String>,
 }
 
 /// What an ingest job works on.
@@ -116,7 +118,7 @@ impl Datastore {
                      updated_at = now() \
                  FROM next WHERE j.id = next.id \
                  RETURNING j.id, j.organization_id, j.kb_id, j.source_id, j.document_id, \
-                     j.kind, j.attempts, j.max_attempts",
+                     j.kind, j.attempts, j.max_attempts, j.traceparent",
                 &[
                     &worker,
                     &lease_secs,
@@ -138,6 +140,7 @@ impl Datastore {
             attempts: row.get("attempts"),
             max_attempts: row.get("max_attempts"),
             worker,
+            traceparent: row.get("traceparent"),
         };
         if let Some(document) = job.document_id {
             tx.execute(
@@ -394,9 +397,9 @@ impl Datastore {
         }
         tx.execute(
             "INSERT INTO kb_jobs (id, organization_id, kb_id, source_id, document_id, kind, \
-                 max_attempts) \
+                 max_attempts, traceparent) \
              SELECT gen_random_uuid(), d.organization_id, d.kb_id, d.source_id, d.id, \
-                    $4, $3 \
+                    $4, $3, $5 \
              FROM kb_documents d \
              WHERE d.source_id = $1 AND d.organization_id = $2 \
                AND NOT EXISTS (SELECT 1 FROM kb_jobs j WHERE j.document_id = d.id)",
@@ -405,6 +408,7 @@ impl Datastore {
                 &job.org_id,
                 &job.max_attempts,
                 &KbJobKind::Ingest,
+                &crate::telemetry::current_traceparent(),
             ],
         )
         .await?;

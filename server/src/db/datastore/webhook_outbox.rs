@@ -10,7 +10,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 /// Queues an event: `$1` organization, `$2` type, `$3` payload (`data`),
-/// `$4` dedupe key (null: none). One statement, so it can be pipelined
+/// `$4` dedupe key (null: none), `$5` the queuing trace's `traceparent`
+/// (null: none, see [`crate::telemetry::current_traceparent`]). One statement, so it can be pipelined
 /// with the change it reports (see [`enqueue`]).
 pub const ENQUEUE_SQL: &str = "\
     WITH targets AS ( \
@@ -26,8 +27,9 @@ pub const ENQUEUE_SQL: &str = "\
         ON CONFLICT (organization_id, dedupe_key) DO NOTHING \
         RETURNING id), \
     queued AS ( \
-        INSERT INTO webhook_deliveries (id, organization_id, endpoint_id, event_id, event_type) \
-        SELECT gen_random_uuid(), $1, t.id, event.id, $2 FROM targets t, event \
+        INSERT INTO webhook_deliveries (id, organization_id, endpoint_id, event_id, event_type, \
+            traceparent) \
+        SELECT gen_random_uuid(), $1, t.id, event.id, $2, $5::text FROM targets t, event \
         RETURNING 1), \
     woke AS ( \
         SELECT pg_notify('webhook_deliveries', '') FROM (SELECT 1 FROM queued LIMIT 1) q) \
@@ -50,7 +52,16 @@ pub(crate) async fn enqueue(
     dedupe_key: Option<&str>,
 ) -> Result<i64, Error> {
     let row = tx
-        .query_one(ENQUEUE_SQL, &[&org_id, &event_type, data, &dedupe_key])
+        .query_one(
+            ENQUEUE_SQL,
+            &[
+                &org_id,
+                &event_type,
+                data,
+                &dedupe_key,
+                &crate::telemetry::current_traceparent(),
+            ],
+        )
         .await?;
     Ok(row.get("n"))
 }

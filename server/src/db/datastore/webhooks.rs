@@ -122,6 +122,8 @@ pub struct ClaimedDelivery {
     pub payload: Value,
     pub event_created_at: DateTime<Utc>,
     pub worker: Uuid,
+    /// The `traceparent` of the trace that queued it (tracing on).
+    pub traceparent: Option<String>,
 }
 
 /// What an attempt got.
@@ -390,13 +392,19 @@ impl Datastore {
                          RETURNING id), \
                      d AS ( \
                          INSERT INTO webhook_deliveries (id, organization_id, endpoint_id, \
-                             event_id, event_type) \
-                         SELECT gen_random_uuid(), $1, $2, event.id, 'webhook.test' FROM event \
+                             event_id, event_type, traceparent) \
+                         SELECT gen_random_uuid(), $1, $2, event.id, 'webhook.test', $4::text \
+                         FROM event \
                          RETURNING *) \
                      SELECT {} FROM d",
                     DeliveryRow::COLUMNS
                 ),
-                &[&grant.org_id(), &endpoint_id, data],
+                &[
+                    &grant.org_id(),
+                    &endpoint_id,
+                    data,
+                    &crate::telemetry::current_traceparent(),
+                ],
             )
             .await?
             .ok_or(Error::NotFound { what: "webhook" })?;
@@ -454,16 +462,20 @@ impl Datastore {
                 &format!(
                     "WITH d AS ( \
                          INSERT INTO webhook_deliveries (id, organization_id, endpoint_id, \
-                             event_id, event_type, replay_of) \
+                             event_id, event_type, replay_of, traceparent) \
                          SELECT gen_random_uuid(), o.organization_id, o.endpoint_id, \
-                             o.event_id, o.event_type, o.id \
+                             o.event_id, o.event_type, o.id, $3::text \
                          FROM webhook_deliveries o \
                          WHERE o.organization_id = $1 AND o.id = $2 \
                          RETURNING *) \
                      SELECT {} FROM d",
                     DeliveryRow::COLUMNS
                 ),
-                &[&grant.org_id(), &delivery_id],
+                &[
+                    &grant.org_id(),
+                    &delivery_id,
+                    &crate::telemetry::current_traceparent(),
+                ],
             )
             .await?
             .ok_or(Error::NotFound {
@@ -500,7 +512,7 @@ impl Datastore {
                      CASE WHEN e.previous_expires_at > now() THEN e.sealed_previous END \
                          AS sealed_previous, \
                      ev.id AS event_id, ev.event_type, ev.payload, \
-                     ev.created_at AS event_created_at",
+                     ev.created_at AS event_created_at, d.traceparent",
                 &[&worker, &lease_secs],
             )
             .await?;
@@ -517,6 +529,7 @@ impl Datastore {
             event_type: r.get("event_type"),
             payload: r.get("payload"),
             event_created_at: r.get("event_created_at"),
+            traceparent: r.get("traceparent"),
             worker,
         }))
     }
