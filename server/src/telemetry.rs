@@ -23,6 +23,17 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 /// The tracer's name (the instrumentation scope of every span).
 const SCOPE: &str = "workspace-server";
 
+/// The tracer while tracing is on: the SDK's own type, not the global
+/// boxed one (no lookup of the global provider and no boxed span per
+/// span).
+static TRACER: std::sync::RwLock<Option<opentelemetry_sdk::trace::SdkTracer>> =
+    std::sync::RwLock::new(None);
+
+/// The tracer (`None` once tracing stopped).
+fn tracer() -> Option<opentelemetry_sdk::trace::SdkTracer> {
+    TRACER.read().ok().and_then(|t| t.clone())
+}
+
 /// `[telemetry]`: where spans go.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -84,6 +95,12 @@ impl Telemetry {
             .with_resource(resource)
             .build();
         global::set_tracer_provider(provider.clone());
+        {
+            use opentelemetry::trace::TracerProvider as _;
+            if let Ok(mut tracer) = TRACER.write() {
+                *tracer = Some(provider.tracer(SCOPE));
+            }
+        }
         global::set_text_map_propagator(
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
         );
@@ -99,6 +116,9 @@ impl Telemetry {
     pub async fn shutdown(mut self) {
         if let Some(provider) = self.provider.take() {
             ENABLED.store(false, Ordering::Relaxed);
+            if let Ok(mut tracer) = TRACER.write() {
+                *tracer = None;
+            }
             let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
         }
     }
@@ -108,6 +128,9 @@ impl Drop for Telemetry {
     fn drop(&mut self) {
         if let Some(provider) = self.provider.take() {
             ENABLED.store(false, Ordering::Relaxed);
+            if let Ok(mut tracer) = TRACER.write() {
+                *tracer = None;
+            }
             let _ = provider.shutdown();
         }
     }
@@ -215,7 +238,7 @@ pub fn request_span(
         return None;
     }
     let parent = global::get_text_map_propagator(|p| p.extract(&HeaderReader(headers)));
-    let tracer = global::tracer(SCOPE);
+    let tracer = tracer()?;
     let span = tracer
         .span_builder(format!("{method} {route}"))
         .with_kind(SpanKind::Server)
@@ -346,12 +369,25 @@ impl ChildSpan {
     }
 }
 
-fn child(name: String, kind: SpanKind, attributes: Vec<KeyValue>) -> ChildSpan {
+fn child(
+    name: impl Into<std::borrow::Cow<'static, str>>,
+    kind: SpanKind,
+    attributes: Vec<KeyValue>,
+) -> ChildSpan {
     start(name, kind, attributes, Context::current())
 }
 
-fn start(name: String, kind: SpanKind, attributes: Vec<KeyValue>, parent: Context) -> ChildSpan {
-    let tracer = global::tracer(SCOPE);
+fn start(
+    name: impl Into<std::borrow::Cow<'static, str>>,
+    kind: SpanKind,
+    attributes: Vec<KeyValue>,
+    parent: Context,
+) -> ChildSpan {
+    // Stopped meanwhile: a span of nothing (never the parent's, which
+    // dropping this would end).
+    let Some(tracer) = tracer() else {
+        return ChildSpan { cx: Context::new() };
+    };
     let span = tracer
         .span_builder(name)
         .with_kind(kind)
@@ -465,25 +501,68 @@ pub fn trace_headers() -> http::HeaderMap {
 }
 
 /// The span of one database statement (`None` while tracing is off): its
-/// SQL (never its parameters) and operation.
+/// SQL (never its parameters) and operation. On the hot path (every
+/// statement of every request): the name and operation are static, the
+/// text is shared (see [`sql_text`]).
 pub fn statement(sql: &str) -> Option<ChildSpan> {
     if !enabled() {
         return None;
     }
-    let operation = sql
-        .split_whitespace()
-        .next()
-        .unwrap_or("SQL")
-        .to_ascii_uppercase();
+    let (name, operation) = operation_of(sql);
     Some(child(
-        format!("{operation} postgresql"),
+        name,
         SpanKind::Client,
         vec![
             KeyValue::new("db.system.name", "postgresql"),
             KeyValue::new("db.operation.name", operation),
-            KeyValue::new("db.query.text", sql.chars().take(2000).collect::<String>()),
+            KeyValue::new("db.query.text", sql_text(sql)),
         ],
     ))
+}
+
+/// A statement's span name and `db.operation.name`, from its first word.
+fn operation_of(sql: &str) -> (&'static str, &'static str) {
+    let first = sql.split_whitespace().next().unwrap_or_default();
+    const KNOWN: [(&str, &str); 10] = [
+        ("SELECT", "SELECT postgresql"),
+        ("WITH", "WITH postgresql"),
+        ("INSERT", "INSERT postgresql"),
+        ("UPDATE", "UPDATE postgresql"),
+        ("DELETE", "DELETE postgresql"),
+        ("LOCK", "LOCK postgresql"),
+        ("NOTIFY", "NOTIFY postgresql"),
+        ("SET", "SET postgresql"),
+        ("BEGIN", "BEGIN postgresql"),
+        ("COMMIT", "COMMIT postgresql"),
+    ];
+    KNOWN
+        .iter()
+        .find(|(op, _)| op.eq_ignore_ascii_case(first))
+        .map(|(op, name)| (*name, *op))
+        .unwrap_or(("SQL postgresql", "SQL"))
+}
+
+/// The text of a statement as an attribute: at most 2,000 characters,
+/// shared between the spans of the same SQL (the server's statements are
+/// a few hundred constants; the first 1,024 distinct texts are kept, any
+/// other is copied).
+fn sql_text(sql: &str) -> opentelemetry::StringValue {
+    use std::sync::{Arc, LazyLock, RwLock};
+    static TEXTS: LazyLock<RwLock<std::collections::HashMap<Box<str>, Arc<str>>>> =
+        LazyLock::new(Default::default);
+    if let Some(text) = TEXTS.read().ok().and_then(|t| t.get(sql).cloned()) {
+        return text.into();
+    }
+    let text: Arc<str> = match sql.char_indices().nth(2000) {
+        Some((end, _)) => sql[..end].into(),
+        None => sql.into(),
+    };
+    if let Ok(mut texts) = TEXTS.write()
+        && texts.len() < 1024
+    {
+        texts.insert(sql.into(), text.clone());
+    }
+    text.into()
 }
 
 /// The span of one model call (`None` while tracing is off), with the

@@ -12,8 +12,13 @@
 //!   for that request (the same SQL constants, same parameters), against
 //!   the same database.
 //!
+//! pgbench runs each endpoint's statements twice: one after the other (as
+//! a client waiting for each answer) and pipelined (`\startpipeline` …
+//! `\endpipeline`: the whole transaction's statements sent in one round
+//! trip, the most a client can get from PostgreSQL for that SQL).
+//!
 //! Printed: requests (transactions) per second, p50 and p99 latency, the
-//! server's share of pgbench's throughput, and the server's resident memory
+//! server's share of pgbench's throughput (plain and pipelined), and the server's resident memory
 //! idle and after the load. `BENCH_SECS` sets each measurement's length
 //! (default 10 s), `BENCH_ROUNDS` how many interleaved rounds run (default
 //! 3; the median share of each row is printed at the end).
@@ -182,6 +187,13 @@ fn script(statements: &[(&str, &[&str])]) -> String {
         out.push_str(";\n");
     }
     out
+}
+
+/// `script` pipelined: every statement sent before any answer is read
+/// (pgbench's `\startpipeline`, PostgreSQL 14 and later, with `-M
+/// prepared`).
+fn pipelined(script: &str) -> String {
+    format!("\\startpipeline\n{script}\\endpipeline\n")
 }
 
 fn pgbench(
@@ -367,9 +379,10 @@ async fn start_binary_with(db_url: &str, otlp: Option<&str>) -> (ServerProcess, 
     panic!("workspace-server did not start");
 }
 
-fn row(what: &str, conns: usize, s: &Figures, p: &Figures) {
+fn row(what: &str, conns: usize, s: &Figures, p: &Figures, piped: &Figures) {
     println!(
-        "{what:<28} {conns:>5} | {:>9.0} {:>7.2} {:>7.2} {:>6} | {:>9.0} {:>7.2} {:>7.2} | {:>5.0} %",
+        "{what:<28} {conns:>5} | {:>9.0} {:>7.2} {:>7.2} {:>6} | {:>9.0} {:>7.2} {:>7.2} | \
+         {:>5.0} % | {:>9.0} {:>7.2} | {:>5.0} %",
         s.rate,
         s.p50_ms,
         s.p99_ms,
@@ -377,7 +390,10 @@ fn row(what: &str, conns: usize, s: &Figures, p: &Figures) {
         p.rate,
         p.p50_ms,
         p.p99_ms,
-        100.0 * s.rate / p.rate
+        100.0 * s.rate / p.rate,
+        piped.rate,
+        piped.p50_ms,
+        100.0 * s.rate / piped.rate,
     );
 }
 
@@ -537,7 +553,7 @@ async fn main() {
         secs.as_secs()
     );
     println!(
-        "{:<28} {:>5} | {:>9} {:>7} {:>7} {:>6} | {:>9} {:>7} {:>7} | {:>7}",
+        "{:<28} {:>5} | {:>9} {:>7} {:>7} {:>6} | {:>9} {:>7} {:>7} | {:>7} | {:>9} {:>7} | {:>7}",
         "endpoint",
         "conns",
         "req/s",
@@ -547,12 +563,16 @@ async fn main() {
         "pgbench",
         "p50 ms",
         "p99 ms",
+        "share",
+        "pipeline",
+        "p50 ms",
         "share"
     );
     // Each round measures every endpoint and connection count, the server
     // and pgbench back to back; the machine's speed drifts by ±15 % over
     // minutes, so a pair's ratio is steadier than either figure.
     let mut shares: Vec<Vec<f64>> = vec![Vec::new(); endpoints.len() * CONNECTIONS.len()];
+    let mut piped_shares: Vec<Vec<f64>> = shares.clone();
     for round in 1..=rounds {
         if rounds > 1 {
             println!("round {round} of {rounds}");
@@ -565,22 +585,34 @@ async fn main() {
                     drive(url, token, conns, secs).await
                 };
                 let p = pgbench(&pgbench_bin, &target, sql, &vars, conns, secs);
-                row(what, conns, &s, &p);
+                let piped = pgbench(&pgbench_bin, &target, &pipelined(sql), &vars, conns, secs);
+                row(what, conns, &s, &p, &piped);
                 shares[e * CONNECTIONS.len() + c].push(100.0 * s.rate / p.rate);
+                piped_shares[e * CONNECTIONS.len() + c].push(100.0 * s.rate / piped.rate);
             }
         }
     }
     if rounds > 1 {
-        println!("\nshare of pgbench, median of {rounds} rounds (lowest, highest)");
+        println!(
+            "\nshare of pgbench, then of pgbench pipelined, median of {rounds} rounds \
+             (lowest, highest)"
+        );
         for (e, (what, _, _, _)) in endpoints.iter().enumerate() {
             for (c, conns) in CONNECTIONS.into_iter().enumerate() {
-                let mut v = shares[e * CONNECTIONS.len() + c].clone();
-                v.sort_by(f64::total_cmp);
+                let median = |all: &[Vec<f64>]| {
+                    let mut v = all[e * CONNECTIONS.len() + c].clone();
+                    v.sort_by(f64::total_cmp);
+                    format!(
+                        "{:>5.0} % ({:.0} %, {:.0} %)",
+                        v[v.len() / 2],
+                        v[0],
+                        v[v.len() - 1]
+                    )
+                };
                 println!(
-                    "{what:<28} {conns:>5} | {:>5.0} % ({:.0} %, {:.0} %)",
-                    v[v.len() / 2],
-                    v[0],
-                    v[v.len() - 1]
+                    "{what:<28} {conns:>5} | {} | pipelined {}",
+                    median(&shares),
+                    median(&piped_shares)
                 );
             }
         }

@@ -67,21 +67,24 @@ async fn a_chat_answer_is_one_trace_from_the_callers_traceparent_to_the_model() 
     assert!(body.contains("Traced"), "{body}");
     // The answer is saved by its own task: wait for it, then stop the
     // server (its spans are flushed at shutdown).
+    let db = cx.db().await;
+    let mut stored = 0;
     for _ in 0..100 {
-        let (_, chats) = workspace_tests::req(
-            &cx.base_url,
-            &ada.token,
-            reqwest::Method::GET,
-            "/api/chat/list",
-            &[("org_id", org.to_string())],
-            None,
-        )
-        .await;
-        if chats.to_string().contains("Traced") || collector.spans().len() > 20 {
+        stored = db
+            .query_one(
+                "SELECT count(*) FROM chat_messages WHERE organization_id = $1 \
+                 AND role = 'MODEL' AND status = 'complete' AND content = 'Traced answer.'",
+                &[&org],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0);
+        if stored == 1 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    assert_eq!(stored, 1, "the answer is stored");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // Dropshot's own line for the request names the trace.
     let completed = std::fs::read_to_string(&cx.log_path)
@@ -284,10 +287,7 @@ impl Peer {
 }
 
 /// Answers one request on `socket` (then closes it).
-async fn answer(
-    mut socket: tokio::net::TcpStream,
-    seen: Seen,
-) {
+async fn answer(mut socket: tokio::net::TcpStream, seen: Seen) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 8192];

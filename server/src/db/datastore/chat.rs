@@ -958,12 +958,13 @@ impl Datastore {
                 "usage": usage,
             });
             let key = format!("answer:{}", answer.id);
+            let traceparent = crate::telemetry::current_traceparent();
             tx.pipeline([
                 (chat_sql, chat_params),
                 (message_sql, message_params),
                 (
                     super::webhook_outbox::ENQUEUE_SQL,
-                    &[&org_id, &"answer.completed", &event, &key],
+                    &[&org_id, &"answer.completed", &event, &key, &traceparent],
                 ),
             ])
             .await?;
