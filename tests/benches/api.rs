@@ -28,6 +28,16 @@
 //! collector in this process that reads and discards every export), in the
 //! same rounds, and prints traced over untraced throughput.
 //!
+//! Then (unless `BENCH_DEPLOY=0`) the OpenAI-compatible deployment
+//! endpoint: an agent on a mock provider, `POST
+//! /api/agent_deploy/v1/chat/completions` at 8 connections, completions
+//! per second and the server process's CPU time per completion (from
+//! `/proc`), beside the mock's own rate.
+//!
+//! `BENCH_PERF=1` then samples the server with `perf record` during one
+//! more run of `conversation/list` at 8 connections and of the deployment
+//! endpoint, and prints where its CPU time went.
+//!
 //! Run with `cargo xtask bench api` (builds the release binary first).
 
 use std::path::PathBuf;
@@ -35,6 +45,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use workspace_client::types::ConversationCreate;
 use workspace_server::db::datastore::{conversations, organizations, users};
+use workspace_tests::fake_provider::{FakeProvider, Reply};
 use workspace_tests::{TEST_JWT_SECRET, TestContext};
 
 const CONNECTIONS: [usize; 2] = [8, 32];
@@ -70,13 +81,36 @@ fn figures(mut latencies_us: Vec<u32>, elapsed: Duration, errors: usize) -> Figu
 /// side, as with pgbench). Used when installed (`apt-get install wrk`)
 /// unless `BENCH_DRIVER=reqwest`.
 fn wrk(url: &str, token: &str, connections: usize, secs: Duration) -> Option<Figures> {
-    let output = Command::new("wrk")
+    wrk_with(url, token, None, connections, secs)
+}
+
+/// [`wrk`], posting `body` (JSON) when given.
+fn wrk_with(
+    url: &str,
+    token: &str,
+    body: Option<&str>,
+    connections: usize,
+    secs: Duration,
+) -> Option<Figures> {
+    let dir = tempfile::tempdir().ok()?;
+    let mut command = Command::new("wrk");
+    command
         .args(["-t", "2", "-c", &connections.to_string()])
         .args(["-d", &format!("{}s", secs.as_secs()), "--latency"])
-        .args(["-H", &format!("Authorization: Bearer {token}")])
-        .arg(url)
-        .output()
+        .args(["-H", &format!("Authorization: Bearer {token}")]);
+    if let Some(body) = body {
+        let script = dir.path().join("post.lua");
+        std::fs::write(
+            &script,
+            format!(
+                "wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n\
+                 wrk.body = {body:?}\n"
+            ),
+        )
         .ok()?;
+        command.arg("-s").arg(&script);
+    }
+    let output = command.arg(url).output().ok()?;
     let text = String::from_utf8_lossy(&output.stdout);
     let ms = |v: &str| -> f64 {
         let (n, unit) = v.split_at(v.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(v.len()));
@@ -106,6 +140,25 @@ fn wrk(url: &str, token: &str, connections: usize, secs: Duration) -> Option<Fig
 
 /// `connections` keep-alive clients, each sending `url` in a loop.
 async fn drive(url: &str, token: &str, connections: usize, secs: Duration) -> Figures {
+    drive_with(url, token, None, connections, secs).await
+}
+
+/// [`drive`], posting `body` (JSON) when given.
+async fn drive_with(
+    url: &str,
+    token: &str,
+    body: Option<&str>,
+    connections: usize,
+    secs: Duration,
+) -> Figures {
+    let request = |client: &reqwest::Client, url: &str, token: &str| match body {
+        Some(body) => client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .bearer_auth(token),
+        None => client.get(url).bearer_auth(token),
+    };
     // Warm-up: open the connections and fill the statement caches.
     let clients: Vec<reqwest::Client> = (0..connections)
         .map(|_| {
@@ -116,7 +169,7 @@ async fn drive(url: &str, token: &str, connections: usize, secs: Duration) -> Fi
         })
         .collect();
     for c in &clients {
-        let _ = c.get(url).bearer_auth(token).send().await;
+        let _ = request(c, url, token).send().await;
     }
     let start = Instant::now();
     let deadline = start + secs;
@@ -124,12 +177,20 @@ async fn drive(url: &str, token: &str, connections: usize, secs: Duration) -> Fi
     for client in clients {
         let url = url.to_string();
         let token = token.to_string();
+        let body = body.map(str::to_string);
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(100_000);
             let mut errors = 0;
             while Instant::now() < deadline {
                 let sent = Instant::now();
-                match client.get(&url).bearer_auth(&token).send().await {
+                let request = match &body {
+                    Some(body) => client
+                        .post(&url)
+                        .header("content-type", "application/json")
+                        .body(body.clone()),
+                    None => client.get(&url),
+                };
+                match request.bearer_auth(&token).send().await {
                     Ok(r) if r.status().is_success() => {
                         let _ = r.bytes().await;
                         latencies.push(sent.elapsed().as_micros() as u32);
@@ -277,6 +338,231 @@ fn rss_mb(pid: u32) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// `BENCH_PERF=1`: samples the server process with `perf record` (call
+/// graphs) for `secs` while `load` runs, then prints where its CPU time
+/// went: the top functions by their own samples, and the top by samples
+/// including what they call. Nothing when `perf` is missing.
+async fn profiled<F: std::future::Future>(what: &str, pid: u32, secs: Duration, load: F) -> F::Output {
+    if !std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
+        return load.await;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("perf.data");
+    let recorder = Command::new("perf")
+        .args(["record", "-F", "1999", "-g", "-p", &pid.to_string(), "-o"])
+        .arg(&data)
+        .args(["--", "sleep", &secs.as_secs().saturating_sub(1).max(1).to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let output = load.await;
+    let Ok(mut recorder) = recorder else {
+        println!("(perf is not installed: no profile)");
+        return output;
+    };
+    let _ = recorder.wait();
+    for (title, args) in [
+        ("own samples", &["--no-children"][..]),
+        ("with callees", &["--children"][..]),
+    ] {
+        let report = Command::new("perf")
+            .args(["report", "--stdio", "-g", "none", "--percent-limit", "1.5"])
+            .args(args)
+            .args(["--sort", "symbol", "-i"])
+            .arg(&data)
+            .output();
+        if let Ok(report) = report {
+            println!("\nprofile of {what} ({title}):");
+            for line in String::from_utf8_lossy(&report.stdout)
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                .take(30)
+            {
+                println!("  {}", line.trim_end());
+            }
+        }
+    }
+    output
+}
+
+/// CPU time (user and system) a process used so far, in milliseconds
+/// (`/proc/PID/stat`, clock ticks of 10 ms: Linux's USER_HZ is 100).
+fn cpu_ms(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let fields: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) * 10.0)
+        })
+        .unwrap_or(f64::NAN)
+}
+
+/// The OpenAI-compatible deployment endpoint (`POST
+/// /api/agent_deploy/v1/chat/completions`, not streamed) of an agent on a
+/// mock OpenAI-compatible provider, at 8 connections: completions per
+/// second and the server's CPU time per completion, beside the mock's own
+/// rate driven the same way. A fresh deployment per measurement (a key's
+/// limit is at most 100,000 a minute).
+async fn deployment_figures(
+    cx: &TestContext,
+    user: &workspace_tests::TestUser,
+    org: uuid::Uuid,
+    fake: &FakeProvider,
+    secs: Duration,
+    rounds: usize,
+    use_wrk: bool,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("bench.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[models]]\nname = \"fake\"\nprovider = \"openai_compatible\"\n\
+             upstream_model = \"fake-upstream\"\nbase_url = \"{}/v1\"\napi_key = \"sk-test\"\n",
+            fake.base_url()
+        ),
+    )
+    .expect("config");
+    let (server, base) = start_binary_configured(&cx.db_url, None, Some(&config)).await;
+    let (_, models) = workspace_tests::req(
+        &cx.base_url,
+        &user.token,
+        reqwest::Method::GET,
+        "/api/models/list",
+        &[("org_id", org.to_string())],
+        None,
+    )
+    .await;
+    let model = models
+        .as_array()
+        .and_then(|all| all.iter().find(|m| m["name"] == "fake"))
+        .map(|m| m["id"].clone())
+        .expect("the fake model");
+    let agent = workspace_tests::resources::agent(
+        &user.client,
+        org,
+        serde_json::json!({
+            "name": "bench", "description": "benchmark", "agent_type": "chat",
+            "model_id": model, "params": {"system_prompt": "Be brief", "max_tokens": 64},
+            "tools": [],
+        }),
+    )
+    .await;
+    let (status, tested) = workspace_tests::req(
+        &cx.base_url,
+        &user.token,
+        reqwest::Method::POST,
+        "/api/agents/test",
+        &[("agent_id", agent.to_string())],
+        Some(serde_json::json!({"message": "hello"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{tested}");
+    let connections = 8;
+    let mock_body = serde_json::json!({
+        "model": "fake-upstream", "stream": true,
+        "messages": [{"role": "user", "content": "Hello"}],
+    })
+    .to_string();
+    println!(
+        "\nOpenAI-compatible deployment endpoint, POST /api/agent_deploy/v1/chat/completions \
+         (not streamed), {connections} connections, a mock provider on 127.0.0.1"
+    );
+    println!(
+        "{:>5} | {:>13} {:>7} {:>7} {:>6} | {:>13} | {:>12}",
+        "round", "completions/s", "p50 ms", "p99 ms", "errors", "CPU ms/compl.", "mock req/s"
+    );
+    let mut cpu = Vec::new();
+    for round in 1..=rounds {
+        let deployment = workspace_tests::resources::deployment(
+            &user.client,
+            agent,
+            serde_json::json!({
+                "name": format!("bench {round}"), "channel": "sdk",
+                "rate_limit_per_minute": 100_000,
+            }),
+        )
+        .await;
+        let key = deployment.api_key.clone();
+        let listed: serde_json::Value = reqwest::Client::new()
+            .get(format!("{base}/api/agent_deploy/v1/models"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("models")
+            .json()
+            .await
+            .expect("models as JSON");
+        let body = serde_json::json!({
+            "model": listed["data"][0]["id"],
+            "messages": [{"role": "user", "content": "Hello"}],
+        })
+        .to_string();
+        let url = format!("{base}/api/agent_deploy/v1/chat/completions");
+        let before = cpu_ms(server.0.id());
+        let served = if use_wrk {
+            wrk_with(&url, &key, Some(&body), connections, secs).expect("wrk's report")
+        } else {
+            drive_with(&url, &key, Some(&body), connections, secs).await
+        };
+        let per_request = (cpu_ms(server.0.id()) - before) / (served.rate * secs.as_secs_f64());
+        let mock_url = format!("{}/v1/chat/completions", fake.base_url());
+        let mock = if use_wrk {
+            wrk_with(&mock_url, "sk-test", Some(&mock_body), connections, secs)
+                .expect("wrk's report")
+        } else {
+            drive_with(&mock_url, "sk-test", Some(&mock_body), connections, secs).await
+        };
+        println!(
+            "{round:>5} | {:>13.0} {:>7.2} {:>7.2} {:>6} | {:>13.3} | {:>12.0}",
+            served.rate, served.p50_ms, served.p99_ms, served.errors, per_request, mock.rate
+        );
+        cpu.push(per_request);
+    }
+    cpu.sort_by(f64::total_cmp);
+    println!(
+        "server CPU per completion, median of {rounds}: {:.3} ms",
+        cpu[cpu.len() / 2]
+    );
+    if std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
+        let deployment = workspace_tests::resources::deployment(
+            &user.client,
+            agent,
+            serde_json::json!({
+                "name": "bench profiled", "channel": "sdk", "rate_limit_per_minute": 100_000,
+            }),
+        )
+        .await;
+        let key = deployment.api_key.clone();
+        let listed: serde_json::Value = reqwest::Client::new()
+            .get(format!("{base}/api/agent_deploy/v1/models"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("models")
+            .json()
+            .await
+            .expect("models as JSON");
+        let body = serde_json::json!({
+            "model": listed["data"][0]["id"],
+            "messages": [{"role": "user", "content": "Hello"}],
+        })
+        .to_string();
+        let url = format!("{base}/api/agent_deploy/v1/chat/completions");
+        profiled("the deployment endpoint", server.0.id(), secs, async {
+            if use_wrk {
+                wrk_with(&url, &key, Some(&body), connections, secs);
+            } else {
+                drive_with(&url, &key, Some(&body), connections, secs).await;
+            }
+        })
+        .await;
+    }
+    drop(server);
+}
+
 struct ServerProcess(Child);
 
 impl Drop for ServerProcess {
@@ -336,6 +622,15 @@ async fn start_binary(db_url: &str) -> (ServerProcess, String) {
 }
 
 async fn start_binary_with(db_url: &str, otlp: Option<&str>) -> (ServerProcess, String) {
+    start_binary_configured(db_url, otlp, None).await
+}
+
+/// The binary, with `config` (a TOML file) when given.
+async fn start_binary_configured(
+    db_url: &str,
+    otlp: Option<&str>,
+    config: Option<&std::path::Path>,
+) -> (ServerProcess, String) {
     let bin = std::env::var("WORKSPACE_SERVER_BIN")
         .expect("WORKSPACE_SERVER_BIN: the workspace-server binary (cargo xtask bench api)");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -347,6 +642,9 @@ async fn start_binary_with(db_url: &str, otlp: Option<&str>) -> (ServerProcess, 
     let mut command = Command::new(bin);
     if let Some(endpoint) = otlp {
         command.env("WORKSPACE_OTLP_ENDPOINT", endpoint);
+    }
+    if let Some(config) = config {
+        command.env("WORKSPACE_CONFIG", config);
     }
     let child = ServerProcess(
         command
@@ -410,7 +708,10 @@ async fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3)
         .max(1);
-    let cx = TestContext::new("bench_api").await;
+    // The deployment endpoint's model (see `deployment_figures`).
+    let fake = FakeProvider::with_default(Reply::openai_text(&["Hello", " there."])).await;
+    let fake_model = fake.model_config("fake");
+    let cx = TestContext::with_config("bench_api", move |c| c.models.push(fake_model)).await;
     let user = cx.user("bench").await;
     let org = user.personal_org().await;
     for i in 0..CONVERSATIONS {
@@ -641,6 +942,31 @@ async fn main() {
         "\nserver resident memory: {idle_rss:.1} MB idle, {:.1} MB after the load",
         rss_mb(server.0.id())
     );
+    if std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
+        let (what, url, _, token) = &endpoints[0];
+        profiled(&format!("{what} at 8 connections"), server.0.id(), secs, async {
+            if use_wrk {
+                wrk(url, token, 8, secs);
+            } else {
+                drive(url, token, 8, secs).await;
+            }
+        })
+        .await;
+        if let Some((process, _)) = &traced {
+            let (what, url, _, token) = &endpoints[endpoints.len() - 1];
+            profiled(&format!("{what} at 8 connections"), process.0.id(), secs, async {
+                if use_wrk {
+                    wrk(url, token, 8, secs);
+                } else {
+                    drive(url, token, 8, secs).await;
+                }
+            })
+            .await;
+        }
+    }
     drop(server);
+    if !std::env::var("BENCH_DEPLOY").is_ok_and(|v| v == "0") {
+        deployment_figures(&cx, &user, org, &fake, secs, rounds, use_wrk).await;
+    }
     cx.teardown().await;
 }
