@@ -342,7 +342,12 @@ fn rss_mb(pid: u32) -> f64 {
 /// graphs) for `secs` while `load` runs, then prints where its CPU time
 /// went: the top functions by their own samples, and the top by samples
 /// including what they call. Nothing when `perf` is missing.
-async fn profiled<F: std::future::Future>(what: &str, pid: u32, secs: Duration, load: F) -> F::Output {
+async fn profiled<F: std::future::Future>(
+    what: &str,
+    pid: u32,
+    secs: Duration,
+    load: F,
+) -> F::Output {
     if !std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
         return load.await;
     }
@@ -351,7 +356,11 @@ async fn profiled<F: std::future::Future>(what: &str, pid: u32, secs: Duration, 
     let recorder = Command::new("perf")
         .args(["record", "-F", "1999", "-g", "-p", &pid.to_string(), "-o"])
         .arg(&data)
-        .args(["--", "sleep", &secs.as_secs().saturating_sub(1).max(1).to_string()])
+        .args([
+            "--",
+            "sleep",
+            &secs.as_secs().saturating_sub(1).max(1).to_string(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
@@ -944,23 +953,33 @@ async fn main() {
     );
     if std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
         let (what, url, _, token) = &endpoints[0];
-        profiled(&format!("{what} at 8 connections"), server.0.id(), secs, async {
-            if use_wrk {
-                wrk(url, token, 8, secs);
-            } else {
-                drive(url, token, 8, secs).await;
-            }
-        })
-        .await;
-        if let Some((process, _)) = &traced {
-            let (what, url, _, token) = &endpoints[endpoints.len() - 1];
-            profiled(&format!("{what} at 8 connections"), process.0.id(), secs, async {
+        profiled(
+            &format!("{what} at 8 connections"),
+            server.0.id(),
+            secs,
+            async {
                 if use_wrk {
                     wrk(url, token, 8, secs);
                 } else {
                     drive(url, token, 8, secs).await;
                 }
-            })
+            },
+        )
+        .await;
+        if let Some((process, _)) = &traced {
+            let (what, url, _, token) = &endpoints[endpoints.len() - 1];
+            profiled(
+                &format!("{what} at 8 connections"),
+                process.0.id(),
+                secs,
+                async {
+                    if use_wrk {
+                        wrk(url, token, 8, secs);
+                    } else {
+                        drive(url, token, 8, secs).await;
+                    }
+                },
+            )
             .await;
         }
     }

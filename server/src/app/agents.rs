@@ -3,7 +3,7 @@
 
 use crate::authz::{Grant, OrgAccess, OrgScope, on, perm};
 use crate::context::ServerContext;
-use crate::db::datastore::agents::{AgentFields, AgentRow};
+use crate::db::datastore::agents::{AgentFields, AgentRow, AgentToolRow};
 use crate::db::enums::AgentStatus as DbStatus;
 use crate::error::Error;
 use crate::providers::ChatMessage;
@@ -353,6 +353,20 @@ pub async fn run_spec(
     history: Vec<ChatMessage>,
     log: &slog::Logger,
 ) -> Result<RunSpec, Error> {
+    let tools = cx.datastore.agent_tools(scope, agent.id).await?;
+    run_spec_with_tools(cx, scope, agent, tools, history, log).await
+}
+
+/// [`run_spec`] with the agent's tools already read (a deployment reads
+/// them with its rate limit's count).
+pub async fn run_spec_with_tools(
+    cx: &ServerContext,
+    scope: &impl OrgScope,
+    agent: &AgentRow,
+    agent_tools: Vec<AgentToolRow>,
+    history: Vec<ChatMessage>,
+    log: &slog::Logger,
+) -> Result<RunSpec, Error> {
     let model = cx.models.get(agent.model_id).cloned().ok_or_else(|| {
         Error::invalid(
             "model_unavailable",
@@ -365,7 +379,7 @@ pub async fn run_spec(
     let params = params_of(&agent.params)?;
     let executor: Arc<dyn crate::sandbox::ToolExecutor> = Arc::new(crate::app::tools::executor(cx));
     let mut tools: Vec<Arc<dyn RuntimeTool>> = Vec::new();
-    for t in cx.datastore.agent_tools(scope, agent.id).await? {
+    for t in agent_tools {
         let tool =
             crate::app::tools::tool_view(cx.datastore.tool_get_visible(scope, t.tool_id).await?)?;
         let config: BTreeMap<String, Value> = serde_json::from_value::<Vec<ConfigValue>>(t.config)

@@ -2,9 +2,10 @@
 //! invocation surface (`/api/agent_deploy/v1`), which runs the agent
 //! through the agent runtime.
 
-use crate::app::agents::{Collected, collect, run_spec};
+use crate::app::agents::{Collected, collect, run_spec_with_tools};
 use crate::authz::{DeploymentAccess, Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
+use crate::db::datastore::agents::{AgentRow, AgentToolRow};
 use crate::db::datastore::deployments::{DeploymentChanges, DeploymentRow, NewDeployment};
 use crate::db::enums::{DeploymentChannel as DbChannel, DeploymentStatus as DbStatus};
 use crate::error::Error;
@@ -349,6 +350,17 @@ pub struct KeyCaller {
     pub deployment: DeploymentRow,
     /// The request's `Origin`, when it is an allowed one (for CORS).
     pub cors_origin: Option<String>,
+    /// The key's agent and its tools, read with the rate limit's count
+    /// for a chat completion ([`KeyUse::Completion`]).
+    pub agent: Option<(AgentRow, Vec<AgentToolRow>)>,
+}
+
+/// What a deployment key is used for: a chat completion reads its agent
+/// in the round trip that counts the request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum KeyUse {
+    Models,
+    Completion,
 }
 
 fn openai_error(e: Error) -> OpenAiHttpError {
@@ -362,6 +374,7 @@ fn openai_error(e: Error) -> OpenAiHttpError {
 pub async fn authenticate_key(
     cx: &ServerContext,
     headers: &http::HeaderMap,
+    purpose: KeyUse,
 ) -> Result<KeyCaller, OpenAiHttpError> {
     let unauthorized = || {
         OpenAiHttpError::new(
@@ -391,11 +404,23 @@ pub async fn authenticate_key(
         }
     };
     // The limit holds over a sliding minute (see `super::rate_limits`).
-    let count = cx
-        .datastore
-        .deployment_rate_hit(&access)
-        .await
-        .map_err(openai_error)?;
+    let (count, agent) = match purpose {
+        KeyUse::Models => (
+            cx.datastore
+                .deployment_rate_hit(&access)
+                .await
+                .map_err(openai_error)?,
+            None,
+        ),
+        KeyUse::Completion => {
+            let (count, agent, tools) = cx
+                .datastore
+                .deployment_admit(&access)
+                .await
+                .map_err(openai_error)?;
+            (count, Some((agent, tools)))
+        }
+    };
     let limit = u32::try_from(deployment.rate_limit_per_minute).unwrap_or(0);
     if let Some(retry_after_secs) = super::rate_limits::over_limit(&count, 60, limit) {
         let mut e = OpenAiHttpError::new(
@@ -409,14 +434,19 @@ pub async fn authenticate_key(
         e.retry_after = Some(retry_after_secs);
         return Err(e);
     }
-    cx.datastore
-        .deployment_record_use(&access)
-        .await
-        .map_err(openai_error)?;
+    // A chat completion is counted by `chat_completions` (with its
+    // tokens, when not streamed: one statement instead of two).
+    if purpose == KeyUse::Models {
+        cx.datastore
+            .deployment_record_use(&access)
+            .await
+            .map_err(openai_error)?;
+    }
     Ok(KeyCaller {
         access,
         deployment,
         cors_origin,
+        agent,
     })
 }
 
@@ -519,6 +549,40 @@ pub async fn chat_completions(
     body: ChatCompletionRequest,
     log: &slog::Logger,
 ) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
+    if body.stream == Some(true) {
+        // Counted now: the stream adds its tokens when it ends.
+        cx.datastore
+            .deployment_record_use(&caller.access)
+            .await
+            .map_err(openai_error)?;
+        return complete(cx, caller, body, log, &mut None).await;
+    }
+    // Counted when answered, with the tokens, in one statement; every
+    // admitted request is, whatever its answer (as when it was counted
+    // before anything else).
+    let access = caller.access.clone();
+    let mut used = None;
+    let result = complete(cx, caller, body, log, &mut used).await;
+    let used = used.unwrap_or_default();
+    if let Err(e) = cx
+        .datastore
+        .deployment_finish(&access, used.input_tokens as i64, used.output_tokens as i64)
+        .await
+    {
+        slog::warn!(log, "recording a deployment's request failed"; "error" => %e);
+    }
+    result
+}
+
+/// Answers a chat completion; a completion not streamed leaves the tokens
+/// it used in `used`.
+async fn complete(
+    cx: &ServerContext,
+    mut caller: KeyCaller,
+    body: ChatCompletionRequest,
+    log: &slog::Logger,
+    used: &mut Option<workspace_api::agents::RunUsage>,
+) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
     let d = &caller.deployment;
     let invalid = |m: &str| OpenAiHttpError::new(400, "invalid_messages", m);
     if body.messages.is_empty() || body.messages.len() > 200 {
@@ -546,12 +610,23 @@ pub async fn chat_completions(
     if !last_is_user {
         return Err(invalid("the last message must be a user message"));
     }
-    let agent = cx
-        .datastore
-        .agent_get(&caller.access, caller.access.agent_id())
-        .await
-        .map_err(openai_error)?;
-    let mut spec = run_spec(cx, &caller.access, &agent, history, log)
+    let (agent, tools) = match caller.agent.take() {
+        Some(read) => read,
+        None => {
+            let agent = cx
+                .datastore
+                .agent_get(&caller.access, caller.access.agent_id())
+                .await
+                .map_err(openai_error)?;
+            let tools = cx
+                .datastore
+                .agent_tools(&caller.access, agent.id)
+                .await
+                .map_err(openai_error)?;
+            (agent, tools)
+        }
+    };
+    let mut spec = run_spec_with_tools(cx, &caller.access, &agent, tools, history, log)
         .await
         .map_err(|e| match e {
             Error::InvalidRequest { message, .. } => {
@@ -601,14 +676,9 @@ pub async fn chat_completions(
     let Collected {
         text, usage, error, ..
     } = collect(crate::runtime::run(spec)).await;
-    let _ = cx
-        .datastore
-        .deployment_add_usage(
-            &caller.access,
-            usage.input_tokens as i64,
-            usage.output_tokens as i64,
-        )
-        .await;
+    let (input_tokens, output_tokens, total_tokens) =
+        (usage.input_tokens, usage.output_tokens, usage.total_tokens);
+    *used = Some(usage);
     if let Some((code, message)) = error {
         return Err(OpenAiHttpError::new(502, &code, message));
     }
@@ -627,9 +697,9 @@ pub async fn chat_completions(
                 finish_reason: "stop".into(),
             }],
             usage: CompletionUsage {
-                prompt_tokens: usage.input_tokens,
-                completion_tokens: usage.output_tokens,
-                total_tokens: usage.total_tokens,
+                prompt_tokens: input_tokens,
+                completion_tokens: output_tokens,
+                total_tokens,
             },
         },
         &caller.cors_origin,

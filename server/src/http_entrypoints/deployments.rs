@@ -131,7 +131,12 @@ pub async fn chat_completions(
 ) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
     let cx = rqctx.context();
     let result = async {
-        let caller = app::deployments::authenticate_key(cx, rqctx.request.headers()).await?;
+        let caller = app::deployments::authenticate_key(
+            cx,
+            rqctx.request.headers(),
+            app::deployments::KeyUse::Completion,
+        )
+        .await?;
         app::deployments::chat_completions(cx, caller, body.into_inner(), &rqctx.log).await
     }
     .await;
@@ -141,7 +146,12 @@ pub async fn chat_completions(
 pub async fn models(rqctx: Ctx) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
     let cx = rqctx.context();
     let result = async {
-        let caller = app::deployments::authenticate_key(cx, rqctx.request.headers()).await?;
+        let caller = app::deployments::authenticate_key(
+            cx,
+            rqctx.request.headers(),
+            app::deployments::KeyUse::Models,
+        )
+        .await?;
         app::deployments::models(cx, caller).await
     }
     .await;

@@ -27,7 +27,7 @@ pub struct AgentRow {
 }
 
 impl AgentRow {
-    fn from_row(r: &tokio_postgres::Row) -> AgentRow {
+    pub(super) fn from_row(r: &tokio_postgres::Row) -> AgentRow {
         AgentRow {
             id: r.get("id"),
             org_id: r.get("organization_id"),
@@ -78,6 +78,33 @@ pub struct AgentFields {
 const AGENT_SELECT: &str = "SELECT a.*, m.name AS model_name, \
         (SELECT count(*) FROM agent_deployments d WHERE d.agent_id = a.id) AS deployments_count \
      FROM agents a JOIN models m ON m.id = a.model_id";
+
+/// One agent of an organization (params: organization, agent).
+pub(super) static AGENT_GET_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("{AGENT_SELECT} WHERE a.organization_id = $1 AND a.id = $2")
+});
+
+/// An agent's tools that its organization can still see, in order
+/// (params: organization, agent).
+pub(super) const AGENT_TOOLS_SQL: &str = "\
+    SELECT t.id, t.name, c.id AS category_id, c.name AS category_name, at.config \
+    FROM agent_tools at JOIN agents a ON a.id = at.agent_id \
+    JOIN tools t ON t.id = at.tool_id \
+    JOIN tool_categories c ON c.id = t.category_id \
+    WHERE a.organization_id = $1 AND at.agent_id = $2 \
+      AND (t.organization_id = a.organization_id OR t.is_public) \
+    ORDER BY at.position";
+
+/// A row of [`AGENT_TOOLS_SQL`].
+pub(super) fn agent_tool_row(r: &tokio_postgres::Row) -> AgentToolRow {
+    AgentToolRow {
+        tool_id: r.get("id"),
+        name: r.get("name"),
+        category_id: r.get("category_id"),
+        category_name: r.get("category_name"),
+        config: r.get("config"),
+    }
+}
 
 async fn replace_tools(
     tx: &super::Tx<'_>,
@@ -178,10 +205,7 @@ impl Datastore {
         let org_id = scope.scope_org_id();
         let conn = self.conn().await?;
         let row = conn
-            .query_opt(
-                &format!("{AGENT_SELECT} WHERE a.organization_id = $1 AND a.id = $2"),
-                &[&org_id, &id],
-            )
+            .query_opt(AGENT_GET_SQL.as_str(), &[&org_id, &id])
             .await?
             .ok_or(Error::NotFound { what: "agent" })?;
         Ok(AgentRow::from_row(&row))
@@ -197,28 +221,8 @@ impl Datastore {
     ) -> Result<Vec<AgentToolRow>, Error> {
         let org_id = scope.scope_org_id();
         let conn = self.conn().await?;
-        let rows = conn
-            .query(
-                "SELECT t.id, t.name, c.id AS category_id, c.name AS category_name, at.config \
-                 FROM agent_tools at JOIN agents a ON a.id = at.agent_id \
-                 JOIN tools t ON t.id = at.tool_id \
-                 JOIN tool_categories c ON c.id = t.category_id \
-                 WHERE a.organization_id = $1 AND at.agent_id = $2 \
-                   AND (t.organization_id = a.organization_id OR t.is_public) \
-                 ORDER BY at.position",
-                &[&org_id, &agent_id],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| AgentToolRow {
-                tool_id: r.get("id"),
-                name: r.get("name"),
-                category_id: r.get("category_id"),
-                category_name: r.get("category_name"),
-                config: r.get("config"),
-            })
-            .collect())
+        let rows = conn.query(AGENT_TOOLS_SQL, &[&org_id, &agent_id]).await?;
+        Ok(rows.iter().map(agent_tool_row).collect())
     }
 
     pub async fn agent_deployments(

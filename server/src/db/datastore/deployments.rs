@@ -2,6 +2,7 @@
 //! rate windows shared by every server instance, and usage.
 
 use super::Datastore;
+use super::agents::{AgentRow, AgentToolRow};
 use super::audit;
 use super::rate_limits::WindowCount;
 use crate::audit::Event;
@@ -114,6 +115,28 @@ async fn settle_agent(tx: &super::Tx<'_>, agent_id: &Uuid) -> Result<(), Error> 
     )
     .await?;
     Ok(())
+}
+
+/// Counts one request in a deployment's current one-minute window and
+/// returns the count with the previous minute's (params: deployment).
+const RATE_HIT_SQL: &str = "\
+    WITH hit AS ( \
+        INSERT INTO deployment_rate_windows AS w (deployment_id, window_start, count) \
+        VALUES ($1, date_trunc('minute', now()), 1) \
+        ON CONFLICT (deployment_id, window_start) DO UPDATE SET count = w.count + 1 \
+        RETURNING count, window_start) \
+    SELECT hit.count, coalesce(p.count, 0) AS previous, \
+           extract(epoch FROM now() - hit.window_start)::float8 AS elapsed_secs \
+    FROM hit LEFT JOIN deployment_rate_windows p \
+      ON p.deployment_id = $1 AND p.window_start = hit.window_start - interval '1 minute'";
+
+/// A row of [`RATE_HIT_SQL`].
+fn window_count(row: &tokio_postgres::Row) -> WindowCount {
+    WindowCount {
+        hits: row.get("count"),
+        previous: row.get("previous"),
+        elapsed_secs: row.get("elapsed_secs"),
+    }
 }
 
 impl Datastore {
@@ -386,24 +409,39 @@ impl Datastore {
     ) -> Result<WindowCount, Error> {
         let conn = self.conn().await?;
         let row = conn
-            .query_one(
-                "WITH hit AS ( \
-                     INSERT INTO deployment_rate_windows AS w (deployment_id, window_start, count) \
-                     VALUES ($1, date_trunc('minute', now()), 1) \
-                     ON CONFLICT (deployment_id, window_start) DO UPDATE SET count = w.count + 1 \
-                     RETURNING count, window_start) \
-                 SELECT hit.count, coalesce(p.count, 0) AS previous, \
-                        extract(epoch FROM now() - hit.window_start)::float8 AS elapsed_secs \
-                 FROM hit LEFT JOIN deployment_rate_windows p \
-                   ON p.deployment_id = $1 AND p.window_start = hit.window_start - interval '1 minute'",
-                &[&access.deployment_id()],
-            )
+            .query_one(RATE_HIT_SQL, &[&access.deployment_id()])
             .await?;
-        Ok(WindowCount {
-            hits: row.get("count"),
-            previous: row.get("previous"),
-            elapsed_secs: row.get("elapsed_secs"),
-        })
+        Ok(window_count(&row))
+    }
+
+    /// A chat completion through the key: its hit in the rate window
+    /// (see [`Datastore::deployment_rate_hit`]), the key's agent and the
+    /// agent's tools, three statements sent together (one round trip
+    /// instead of three; the hit is counted whatever the reads find, as
+    /// when they followed it).
+    pub async fn deployment_admit(
+        &self,
+        access: &DeploymentAccess,
+    ) -> Result<(WindowCount, AgentRow, Vec<AgentToolRow>), Error> {
+        let (org_id, agent_id) = (access.org_id(), access.agent_id());
+        let conn = self.conn().await?;
+        let [hit, agent, tools] = conn
+            .pipeline([
+                (RATE_HIT_SQL, &[&access.deployment_id()]),
+                (super::agents::AGENT_GET_SQL.as_str(), &[&org_id, &agent_id]),
+                (super::agents::AGENT_TOOLS_SQL, &[&org_id, &agent_id]),
+            ])
+            .await?;
+        let hit = hit
+            .first()
+            .map(window_count)
+            .ok_or_else(|| Error::internal("the rate window returned no row"))?;
+        let agent = agent
+            .first()
+            .map(AgentRow::from_row)
+            .ok_or(Error::NotFound { what: "agent" })?;
+        let tools = tools.iter().map(super::agents::agent_tool_row).collect();
+        Ok((hit, agent, tools))
     }
 
     /// Adds a request's tokens to the deployment's usage.
@@ -422,6 +460,37 @@ impl Datastore {
                 &input_tokens,
                 &output_tokens,
                 &access.org_id(),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Records an answered request and the tokens it used (what
+    /// [`Datastore::deployment_record_use`] and
+    /// [`Datastore::deployment_add_usage`] do, in one statement: a chat
+    /// completion not streamed).
+    pub async fn deployment_finish(
+        &self,
+        access: &DeploymentAccess,
+        input_tokens: i64,
+        output_tokens: i64,
+    ) -> Result<(), Error> {
+        let conn = self.conn().await?;
+        conn.execute(
+            "WITH used AS (UPDATE agent_deployments SET last_used_at = now(), \
+               request_count = request_count + 1, input_tokens = input_tokens + $2, \
+               output_tokens = output_tokens + $3 \
+               WHERE id = $1 AND organization_id = $4 RETURNING agent_id) \
+             UPDATE agents SET status = $6, updated_at = now() \
+             WHERE id = (SELECT agent_id FROM used) AND status = $5",
+            &[
+                &access.deployment_id(),
+                &input_tokens,
+                &output_tokens,
+                &access.org_id(),
+                &AgentStatus::Deployed,
+                &AgentStatus::Active,
             ],
         )
         .await?;
