@@ -47,6 +47,12 @@ pub struct TelemetryConfig {
     pub service_name: Option<String>,
     /// Headers sent to the collector (an API key, a tenant).
     pub headers: BTreeMap<String, String>,
+    /// The share of traces recorded, from 0 to 1 (default 1: every one).
+    /// Decided once per trace from its id, so a trace is whole or absent;
+    /// a request whose caller's `traceparent` says sampled (or not) follows
+    /// the caller (parent-based). Env `WORKSPACE_TRACE_SAMPLE_RATIO` or the
+    /// standard `OTEL_TRACES_SAMPLER_ARG`.
+    pub sample_ratio: Option<f64>,
 }
 
 /// Whether spans are being recorded.
@@ -90,7 +96,14 @@ impl Telemetry {
                     .unwrap_or_else(|| "workspace".to_string()),
             )
             .build();
+        let ratio = config.sample_ratio.unwrap_or(1.0).clamp(0.0, 1.0);
+        let sampler = opentelemetry_sdk::trace::Sampler::ParentBased(Box::new(if ratio >= 1.0 {
+            opentelemetry_sdk::trace::Sampler::AlwaysOn
+        } else {
+            opentelemetry_sdk::trace::Sampler::TraceIdRatioBased(ratio)
+        }));
         let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+            .with_sampler(sampler)
             .with_batch_exporter(exporter)
             .with_resource(resource)
             .build();
@@ -105,7 +118,7 @@ impl Telemetry {
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
         );
         ENABLED.store(true, Ordering::Relaxed);
-        slog::info!(log, "OpenTelemetry traces on"; "endpoint" => url);
+        slog::info!(log, "OpenTelemetry traces on"; "endpoint" => url, "sample_ratio" => ratio);
         Ok(Telemetry {
             provider: Some(provider),
         })

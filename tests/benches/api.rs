@@ -26,7 +26,9 @@
 //! `BENCH_TRACING=1` adds `GET /api/conversation/list` on a second server
 //! process with OpenTelemetry traces on (`WORKSPACE_OTLP_ENDPOINT` at a
 //! collector in this process that reads and discards every export), in the
-//! same rounds, and prints traced over untraced throughput.
+//! same rounds, and prints traced over untraced throughput;
+//! `BENCH_TRACE_RATIO` sets that server's `telemetry.sample_ratio`
+//! (default 1: every trace recorded).
 //!
 //! Then (unless `BENCH_DEPLOY=0`) the OpenAI-compatible deployment
 //! endpoint: an agent on a mock provider, `POST
@@ -651,6 +653,9 @@ async fn start_binary_configured(
     let mut command = Command::new(bin);
     if let Some(endpoint) = otlp {
         command.env("WORKSPACE_OTLP_ENDPOINT", endpoint);
+        if let Ok(ratio) = std::env::var("BENCH_TRACE_RATIO") {
+            command.env("WORKSPACE_TRACE_SAMPLE_RATIO", ratio);
+        }
     }
     if let Some(config) = config {
         command.env("WORKSPACE_CONFIG", config);

@@ -249,6 +249,16 @@ impl Config {
         {
             self.telemetry.otlp_endpoint = Some(url);
         }
+        // The standard variable: `OTEL_TRACES_SAMPLER_ARG` is the ratio of
+        // the `parentbased_traceidratio` sampler, the only one offered.
+        if let Some(ratio) = get("WORKSPACE_TRACE_SAMPLE_RATIO")
+            .or_else(|| get("OTEL_TRACES_SAMPLER_ARG"))
+            .filter(|v| !v.is_empty())
+        {
+            self.telemetry.sample_ratio = Some(ratio.trim().parse().map_err(|_| {
+                anyhow::anyhow!("the trace sample ratio {ratio:?} is not a number from 0 to 1")
+            })?);
+        }
         if let Some(origins) = get("WORKSPACE_CORS_ORIGINS").filter(|v| !v.is_empty()) {
             self.http.cors_allowed_origins = origins
                 .split(',')
@@ -272,6 +282,11 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<()> {
+        if let Some(ratio) = self.telemetry.sample_ratio
+            && !(0.0..=1.0).contains(&ratio)
+        {
+            bail!("telemetry.sample_ratio: {ratio} is not from 0 to 1");
+        }
         if let Some((keys, write)) = self.secrets.parsed()? {
             crate::secrets::Secrets::new(&keys, write)?;
         }

@@ -771,3 +771,129 @@ print("ok")
     );
     cx.teardown().await;
 }
+
+/// What a deployment counts: every request its key admits, once, whatever
+/// its answer (a chat completion not streamed records itself with its
+/// tokens when answered; a streamed one when admitted, its tokens when it
+/// ends; a rate-limited one not at all), and the agent becomes `active`
+/// with its first completion.
+#[tokio::test]
+async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
+    let cx = TestContext::new("deployments_counts").await;
+    let ada = cx.user("count-ada").await;
+    let t = ada.token.as_str();
+    let (_org, _tool, _model, agent) = setup(&cx, t).await;
+    make_ready(&cx, t, agent).await;
+    let d = deploy(
+        &cx,
+        t,
+        agent,
+        json!({"name": "counted", "channel": "api", "rate_limit_per_minute": 4}),
+    )
+    .await;
+    let key = d["api_key"].as_str().unwrap().to_string();
+    assert_eq!(agent_status(&cx, t, agent).await, "deployed");
+    let usage = || async {
+        let (s, g) = req(
+            &cx.base_url,
+            t,
+            Method::GET,
+            "/api/agent_deploy/get",
+            &dq(&d),
+            None,
+        )
+        .await;
+        assert_eq!(s, 200, "{g}");
+        g
+    };
+
+    // A completion: counted with its tokens by the time it is answered.
+    let r = v1(
+        &cx,
+        &key,
+        Method::POST,
+        "/chat/completions",
+        Some(chat("Hello there")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    let g = usage().await;
+    assert_eq!(g["usage"]["requests"], 1, "{g}");
+    assert_eq!(
+        g["usage"]["input_tokens"], answer["usage"]["prompt_tokens"],
+        "{g} {answer}"
+    );
+    assert_eq!(
+        g["usage"]["output_tokens"], answer["usage"]["completion_tokens"],
+        "{g} {answer}"
+    );
+    assert!(g["usage"]["output_tokens"].as_i64().unwrap() > 0, "{g}");
+    assert!(g["last_used_at"].is_string(), "{g}");
+    assert_eq!(agent_status(&cx, t, agent).await, "active");
+
+    // A refused completion (no messages) is an admitted request too.
+    let r = v1(
+        &cx,
+        &key,
+        Method::POST,
+        "/chat/completions",
+        Some(json!({"model": "anything", "messages": []})),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 400);
+    assert_eq!(usage().await["usage"]["requests"], 2);
+
+    // A streamed one: counted at once; its tokens when it ends.
+    let mut streamed = chat("Hello again");
+    streamed["stream"] = json!(true);
+    let r = v1(
+        &cx,
+        &key,
+        Method::POST,
+        "/chat/completions",
+        Some(streamed),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("[DONE]"), "{text}");
+    let before = g["usage"]["output_tokens"].as_i64().unwrap();
+    let mut g = usage().await;
+    for _ in 0..50 {
+        if g["usage"]["output_tokens"].as_i64().unwrap() > before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        g = usage().await;
+    }
+    assert_eq!(g["usage"]["requests"], 3, "{g}");
+    assert!(
+        g["usage"]["output_tokens"].as_i64().unwrap() > before,
+        "{g}"
+    );
+
+    // The list of models: one more; then the limit (4 a minute) refuses,
+    // and a refused request is not counted.
+    assert_eq!(
+        v1(&cx, &key, Method::GET, "/models", None, None)
+            .await
+            .status(),
+        200
+    );
+    let r = v1(
+        &cx,
+        &key,
+        Method::POST,
+        "/chat/completions",
+        Some(chat("Over")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 429);
+    assert_eq!(usage().await["usage"]["requests"], 4);
+    cx.teardown().await;
+}

@@ -609,3 +609,51 @@ async fn queued_work_and_tool_calls_join_the_trace_that_started_them() {
         .collect();
     sent_by(called, mcp_trace, &call);
 }
+
+/// `telemetry.sample_ratio = 0`: the server records none of its own
+/// traces, yet a caller that samples its trace (`traceparent` flags `01`)
+/// gets its requests recorded, and one that does not (`00`) does not
+/// (parent-based sampling).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_sample_ratio_records_only_what_callers_sample() {
+    let collector = Collector::start().await;
+    let endpoint = collector.url.clone();
+    let cx = TestContext::with_config("telemetry_sampled", move |c| {
+        c.telemetry.otlp_endpoint = Some(endpoint);
+        c.telemetry.sample_ratio = Some(0.0);
+    })
+    .await;
+    let ada = cx.user("ada-sampled").await;
+    let sampled = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let unsampled = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    for traceparent in [
+        Some(format!("00-{sampled}-00f067aa0ba902b7-01")),
+        Some(format!("00-{unsampled}-00f067aa0ba902b7-00")),
+        None,
+    ] {
+        let mut request = workspace_tests::http()
+            .get(format!("{}/api/users/me", cx.base_url))
+            .bearer_auth(&ada.token);
+        if let Some(t) = traceparent {
+            request = request.header("traceparent", t);
+        }
+        assert_eq!(request.send().await.unwrap().status().as_u16(), 200);
+    }
+    cx.teardown().await;
+    let spans = collector.spans();
+    assert!(
+        spans
+            .iter()
+            .any(|s| s.name == "GET /api/users/me" && hex(&s.trace_id) == sampled),
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    assert!(
+        spans.iter().all(|s| hex(&s.trace_id) == sampled),
+        "only the caller's sampled trace: {:?}",
+        spans
+            .iter()
+            .map(|s| (s.name.clone(), hex(&s.trace_id)))
+            .collect::<Vec<_>>()
+    );
+}
