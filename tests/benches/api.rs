@@ -487,30 +487,7 @@ async fn deployment_figures(
     );
     let mut cpu = Vec::new();
     for round in 1..=rounds {
-        let deployment = workspace_tests::resources::deployment(
-            &user.client,
-            agent,
-            serde_json::json!({
-                "name": format!("bench {round}"), "channel": "sdk",
-                "rate_limit_per_minute": 100_000,
-            }),
-        )
-        .await;
-        let key = deployment.api_key.clone();
-        let listed: serde_json::Value = reqwest::Client::new()
-            .get(format!("{base}/api/agent_deploy/v1/models"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("models")
-            .json()
-            .await
-            .expect("models as JSON");
-        let body = serde_json::json!({
-            "model": listed["data"][0]["id"],
-            "messages": [{"role": "user", "content": "Hello"}],
-        })
-        .to_string();
+        let (key, body) = deployed(user, agent, &base, &format!("bench {round}")).await;
         let url = format!("{base}/api/agent_deploy/v1/chat/completions");
         let before = cpu_ms(server.0.id());
         let served = if use_wrk {
@@ -538,29 +515,7 @@ async fn deployment_figures(
         cpu[cpu.len() / 2]
     );
     if std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
-        let deployment = workspace_tests::resources::deployment(
-            &user.client,
-            agent,
-            serde_json::json!({
-                "name": "bench profiled", "channel": "sdk", "rate_limit_per_minute": 100_000,
-            }),
-        )
-        .await;
-        let key = deployment.api_key.clone();
-        let listed: serde_json::Value = reqwest::Client::new()
-            .get(format!("{base}/api/agent_deploy/v1/models"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("models")
-            .json()
-            .await
-            .expect("models as JSON");
-        let body = serde_json::json!({
-            "model": listed["data"][0]["id"],
-            "messages": [{"role": "user", "content": "Hello"}],
-        })
-        .to_string();
+        let (key, body) = deployed(user, agent, &base, "bench profiled").await;
         let url = format!("{base}/api/agent_deploy/v1/chat/completions");
         profiled("the deployment endpoint", server.0.id(), secs, async {
             if use_wrk {
@@ -572,6 +527,38 @@ async fn deployment_figures(
         .await;
     }
     drop(server);
+}
+
+/// A new deployment of `agent` named `name` (the largest rate limit): its
+/// key and a chat completion's body for it.
+async fn deployed(
+    user: &workspace_tests::TestUser,
+    agent: uuid::Uuid,
+    base: &str,
+    name: &str,
+) -> (String, String) {
+    let deployment = workspace_tests::resources::deployment(
+        &user.client,
+        agent,
+        serde_json::json!({"name": name, "channel": "sdk", "rate_limit_per_minute": 100_000}),
+    )
+    .await;
+    let key = deployment.api_key.clone();
+    let listed: serde_json::Value = reqwest::Client::new()
+        .get(format!("{base}/api/agent_deploy/v1/models"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("models")
+        .json()
+        .await
+        .expect("models as JSON");
+    let body = serde_json::json!({
+        "model": listed["data"][0]["id"],
+        "messages": [{"role": "user", "content": "Hello"}],
+    })
+    .to_string();
+    (key, body)
 }
 
 struct ServerProcess(Child);
@@ -957,34 +944,20 @@ async fn main() {
         rss_mb(server.0.id())
     );
     if std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
-        let (what, url, _, token) = &endpoints[0];
-        profiled(
-            &format!("{what} at 8 connections"),
-            server.0.id(),
-            secs,
-            async {
+        // The untraced server, and the traced one when there is one (the
+        // last endpoint).
+        let mut profiles = vec![(server.0.id(), &endpoints[0])];
+        if let Some((process, _)) = &traced {
+            profiles.push((process.0.id(), &endpoints[endpoints.len() - 1]));
+        }
+        for (pid, (what, url, _, token)) in profiles {
+            profiled(&format!("{what} at 8 connections"), pid, secs, async {
                 if use_wrk {
                     wrk(url, token, 8, secs);
                 } else {
                     drive(url, token, 8, secs).await;
                 }
-            },
-        )
-        .await;
-        if let Some((process, _)) = &traced {
-            let (what, url, _, token) = &endpoints[endpoints.len() - 1];
-            profiled(
-                &format!("{what} at 8 connections"),
-                process.0.id(),
-                secs,
-                async {
-                    if use_wrk {
-                        wrk(url, token, 8, secs);
-                    } else {
-                        drive(url, token, 8, secs).await;
-                    }
-                },
-            )
+            })
             .await;
         }
     }

@@ -382,22 +382,10 @@ impl Datastore {
 
     /// Records an accepted request (`last_used_at`, request count) and
     /// makes a `deployed` agent `active` (the spec's "start receiving
-    /// requests"), in one statement.
+    /// requests"), in one statement: [`Datastore::deployment_finish`]
+    /// without tokens.
     pub async fn deployment_record_use(&self, access: &DeploymentAccess) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        conn.execute(
-            "WITH used AS (UPDATE agent_deployments SET last_used_at = now(), \
-               request_count = request_count + 1 WHERE id = $1 RETURNING agent_id) \
-             UPDATE agents SET status = $3, updated_at = now() \
-             WHERE id = (SELECT agent_id FROM used) AND status = $2",
-            &[
-                &access.deployment_id(),
-                &AgentStatus::Deployed,
-                &AgentStatus::Active,
-            ],
-        )
-        .await?;
-        Ok(())
+        self.deployment_finish(access, 0, 0).await
     }
 
     /// Counts one request in the deployment's current one-minute window
