@@ -426,14 +426,16 @@ pub fn current_traceparent() -> Option<String> {
 /// The span of one queued job run by a worker (`None` while tracing is
 /// off): a child of the trace that queued it when its `traceparent` was
 /// kept (and is well formed), else a trace of its own.
+/// `describe` gives the span's name and attributes, called only while
+/// tracing is on.
 pub fn job(
-    name: String,
     traceparent: Option<&str>,
-    attributes: Vec<KeyValue>,
+    describe: impl FnOnce() -> (String, Vec<KeyValue>),
 ) -> Option<ChildSpan> {
     if !enabled() {
         return None;
     }
+    let (name, attributes) = describe();
     let parent = match traceparent {
         Some(value) => {
             let carrier =

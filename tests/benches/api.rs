@@ -437,20 +437,7 @@ async fn deployment_figures(
     )
     .expect("config");
     let (server, base) = start_binary_configured(&cx.db_url, None, Some(&config)).await;
-    let (_, models) = workspace_tests::req(
-        &cx.base_url,
-        &user.token,
-        reqwest::Method::GET,
-        "/api/models/list",
-        &[("org_id", org.to_string())],
-        None,
-    )
-    .await;
-    let model = models
-        .as_array()
-        .and_then(|all| all.iter().find(|m| m["name"] == "fake"))
-        .map(|m| m["id"].clone())
-        .expect("the fake model");
+    let model = user.model_id(org, "fake").await;
     let agent = workspace_tests::resources::agent(
         &user.client,
         org,

@@ -219,6 +219,23 @@ impl TestUser {
             .id
     }
 
+    /// The id of the model `name` in `org`'s catalog.
+    pub async fn model_id(&self, org: Uuid, name: &str) -> Uuid {
+        let models = self
+            .client
+            .models_list()
+            .org_id(org)
+            .send()
+            .await
+            .expect("models_list")
+            .into_inner();
+        models
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap_or_else(|| panic!("no model {name} in {models:?}"))
+            .id
+    }
+
     /// A team organization `name`, created (and owned) by this user.
     pub async fn create_org(&self, name: &str) -> Uuid {
         self.client

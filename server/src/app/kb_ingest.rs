@@ -134,16 +134,20 @@ impl jobs::Queue for Ingestion {
     async fn run(&self, job: ClaimedJob) {
         // The job's span joins the trace that queued it (tracing on); its
         // statements, fetches and embeddings are its children.
-        let span = crate::telemetry::job(
-            format!("kb {}", job.kind.as_str()),
-            job.traceparent.as_deref(),
-            vec![
-                opentelemetry::KeyValue::new("workspace.job_id", job.id.to_string()),
-                opentelemetry::KeyValue::new("workspace.organization_id", job.org_id.to_string()),
-                opentelemetry::KeyValue::new("workspace.kb_id", job.kb_id.to_string()),
-                opentelemetry::KeyValue::new("workspace.job.attempt", i64::from(job.attempts)),
-            ],
-        );
+        let span = crate::telemetry::job(job.traceparent.as_deref(), || {
+            (
+                format!("kb {}", job.kind.as_str()),
+                vec![
+                    opentelemetry::KeyValue::new("workspace.job_id", job.id.to_string()),
+                    opentelemetry::KeyValue::new(
+                        "workspace.organization_id",
+                        job.org_id.to_string(),
+                    ),
+                    opentelemetry::KeyValue::new("workspace.kb_id", job.kb_id.to_string()),
+                    opentelemetry::KeyValue::new("workspace.job.attempt", i64::from(job.attempts)),
+                ],
+            )
+        });
         match &span {
             Some(span) => span.run(run(self, job)).await,
             None => run(self, job).await,

@@ -507,19 +507,29 @@ impl jobs::Queue for Deliveries {
     /// the lease holds.
     async fn run(&self, job: ClaimedDelivery) {
         // The delivery's span joins the trace that queued it (tracing on).
-        let span = crate::telemetry::job(
-            format!("webhook {}", job.event_type),
-            job.traceparent.as_deref(),
-            vec![
-                opentelemetry::KeyValue::new("workspace.webhook.delivery_id", job.id.to_string()),
-                opentelemetry::KeyValue::new(
-                    "workspace.webhook.event_type",
-                    job.event_type.clone(),
-                ),
-                opentelemetry::KeyValue::new("workspace.organization_id", job.org_id.to_string()),
-                opentelemetry::KeyValue::new("workspace.webhook.attempt", i64::from(job.attempts)),
-            ],
-        );
+        let span = crate::telemetry::job(job.traceparent.as_deref(), || {
+            (
+                format!("webhook {}", job.event_type),
+                vec![
+                    opentelemetry::KeyValue::new(
+                        "workspace.webhook.delivery_id",
+                        job.id.to_string(),
+                    ),
+                    opentelemetry::KeyValue::new(
+                        "workspace.webhook.event_type",
+                        job.event_type.clone(),
+                    ),
+                    opentelemetry::KeyValue::new(
+                        "workspace.organization_id",
+                        job.org_id.to_string(),
+                    ),
+                    opentelemetry::KeyValue::new(
+                        "workspace.webhook.attempt",
+                        i64::from(job.attempts),
+                    ),
+                ],
+            )
+        });
         let attempt = self.attempt(&job);
         let attempted = match &span {
             Some(span) => span.run(attempt).await,

@@ -12,28 +12,6 @@ use workspace_tests::TestContext;
 use workspace_tests::fake_provider::{FakeProvider, Reply};
 use workspace_tests::otlp::{Collector, attribute, descends, hex};
 
-/// The id of the model named `fake` in `org`'s catalog.
-async fn model_id(
-    cx: &TestContext,
-    user: &workspace_tests::TestUser,
-    org: uuid::Uuid,
-) -> serde_json::Value {
-    let (_, models) = workspace_tests::req(
-        &cx.base_url,
-        &user.token,
-        reqwest::Method::GET,
-        "/api/models/list",
-        &[("org_id", org.to_string())],
-        None,
-    )
-    .await;
-    models
-        .as_array()
-        .and_then(|all| all.iter().find(|m| m["name"] == "fake"))
-        .map(|m| m["id"].clone())
-        .expect("the fake model")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_answer_is_one_trace_from_the_callers_traceparent_to_the_model() {
     let collector = Collector::start().await;
@@ -48,7 +26,7 @@ async fn a_chat_answer_is_one_trace_from_the_callers_traceparent_to_the_model() 
     .await;
     let ada = cx.user("ada-otel").await;
     let org = ada.personal_org().await;
-    let model = model_id(&cx, &ada, org).await;
+    let model = ada.model_id(org, "fake").await;
     // The caller's trace: the answer's spans belong to it.
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let parent_id = "00f067aa0ba902b7";
@@ -227,7 +205,7 @@ async fn without_a_collector_nothing_is_traced_or_passed_on() {
     assert!(!workspace_server::telemetry::enabled());
     let ada = cx.user("ada-plain").await;
     let org = ada.personal_org().await;
-    let model = model_id(&cx, &ada, org).await;
+    let model = ada.model_id(org, "fake").await;
     let response = workspace_tests::http()
         .post(format!("{}/api/chat/send_message", cx.base_url))
         .bearer_auth(&ada.token)

@@ -63,27 +63,6 @@ fn configure(reporting: String, silent: String) -> impl FnOnce(&mut Config) + Cl
     }
 }
 
-async fn model_id(cx_url: &str, token: &str, org: Uuid, name: &str) -> Uuid {
-    let (_, models) = req(
-        cx_url,
-        token,
-        Method::GET,
-        "/api/models/list",
-        &[("org_id", org.to_string())],
-        None,
-    )
-    .await;
-    models
-        .as_array()
-        .expect("models")
-        .iter()
-        .find(|m| m["name"] == name)
-        .and_then(|m| m["id"].as_str())
-        .expect("the model")
-        .parse()
-        .unwrap()
-}
-
 /// Sends a chat message (to a new chat: its title is one more model call)
 /// and reads the whole stream: the status and, for a refusal, the error
 /// body and `Retry-After` (else the stream's text).
@@ -213,8 +192,8 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
     let two = format!("http://{}", second.local_addr());
     let ada = cx.user("ada").await;
     let org = ada.personal_org().await;
-    let fake = model_id(&cx.base_url, &ada.token, org, "fake").await;
-    let quiet = model_id(&cx.base_url, &ada.token, org, "fake-silent").await;
+    let fake = ada.model_id(org, "fake").await;
+    let quiet = ada.model_id(org, "fake-silent").await;
 
     // One new chat on each instance, one model reporting usage, one not:
     // each answer and each chat's title is a call.
@@ -464,7 +443,7 @@ async fn fifty_concurrent_callers_overspend_a_token_budget_by_at_most_one_call()
     let two = format!("http://{}", second.local_addr());
     let ada = cx.user("ada").await;
     let org = ada.personal_org().await;
-    let fake = model_id(&cx.base_url, &ada.token, org, "fake").await;
+    let fake = ada.model_id(org, "fake").await;
     // 50 chats first (their titles are calls of their own): the callers
     // then answer in them, one model call each.
     let mut chats = Vec::new();
