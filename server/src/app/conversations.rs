@@ -16,6 +16,7 @@ use crate::db::datastore::chat::STOP_CHANNEL;
 use crate::db::datastore::conversations::{
     ConversationRow, HistoryBound, MessageRow, NewAnswer, SessionRow,
 };
+use crate::db::datastore::organizations::Pending;
 use crate::db::datastore::streams::StreamKind;
 use crate::db::enums as db;
 use crate::error::Error;
@@ -117,12 +118,14 @@ pub async fn create_session(
     })
 }
 
+/// The page, read with the authorization statement (see
+/// [`ServerContext::authorize_with`]).
 pub async fn list(
     cx: &ServerContext,
-    access: &OrgAccess,
+    on: &Pending<'_>,
     page: crate::db::datastore::Page,
 ) -> Result<Vec<Conversation>, Error> {
-    let rows = cx.datastore.conversation_list(access, page).await?;
+    let rows = cx.datastore.conversation_list(on, page).await?;
     Ok(rows.into_iter().map(conversation_view).collect())
 }
 

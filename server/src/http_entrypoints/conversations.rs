@@ -110,13 +110,21 @@ pub async fn list(
 ) -> Result<HttpResponseOk<Vec<Conversation>>, HttpError> {
     let cx = rqctx.context();
     let query = query.into_inner();
-    let access = cx
-        .authorize(&rqctx, on::Org(query.org_id), perm::CONVERSATION_READ)
+    // The page is read in the authorization statement's round trip and
+    // answered only with the grant (a bad `limit` or `offset` is `400`
+    // only for a caller allowed to list).
+    let (_access, conversations) = cx
+        .authorize_with(
+            &rqctx,
+            on::Org(query.org_id),
+            perm::CONVERSATION_READ,
+            async |pending| {
+                let page = app::page(query.limit, query.offset)?;
+                app::conversations::list(cx, pending, page).await
+            },
+        )
         .await?;
-    let page = app::page(query.limit, query.offset)?;
-    Ok(HttpResponseOk(
-        app::conversations::list(cx, &access, page).await?,
-    ))
+    Ok(HttpResponseOk(conversations))
 }
 
 pub async fn get_with_sessions(

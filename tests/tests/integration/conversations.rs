@@ -1951,3 +1951,122 @@ async fn text_a_client_received_survives_a_sigkill() {
     );
     cx.teardown().await;
 }
+
+/// `conversation/list` reads its page in the authorization statement's
+/// round trip (issue #37): the page reaches only a caller the statement
+/// grants, and a membership or role change holds from the next request
+/// on, on either instance.
+#[tokio::test]
+async fn the_conversation_list_follows_membership_and_role_from_the_next_request() {
+    let cx = TestContext::with_config("conv_list_grant", fast).await;
+    let b = cx.second_instance(fast).await;
+    let on_b = |user: &workspace_tests::TestUser| {
+        Client::authenticated(&format!("http://{}", b.local_addr()), &user.token).expect("client")
+    };
+    let ada = cx.user("ada").await;
+    let bob = cx.user("bob").await;
+    let org = ada.create_org("Listing").await;
+    conversation(&ada.client, org, "the plan").await;
+    let member = ada.role_id(org, "member").await;
+    ada.add_member(org, bob.id, member).await;
+    let bob_b = on_b(&bob);
+    let titles = |list: Vec<workspace_client::types::Conversation>| {
+        list.into_iter().map(|c| c.title).collect::<Vec<_>>()
+    };
+    let list = async |c: &Client| c.conversation_list().org_id(org).send().await;
+    assert_eq!(
+        titles(list(&bob.client).await.unwrap().into_inner()),
+        ["the plan"]
+    );
+    // A bad page is 400 to a member...
+    assert_eq!(
+        error_of(
+            bob.client
+                .conversation_list()
+                .org_id(org)
+                .limit(100_000)
+                .send()
+                .await
+        ),
+        (400, "invalid_pagination".into())
+    );
+
+    // Suspended on A: the next list on B is refused, with nothing of the page.
+    ada.client
+        .users_suspend()
+        .org_id(org)
+        .user_id(bob.id)
+        .send()
+        .await
+        .expect("users_suspend");
+    assert_eq!(error_of(list(&bob_b).await), (403, "forbidden".into()));
+    // ...and 403, not 400, to a caller the grant refuses.
+    assert_eq!(
+        error_of(
+            bob_b
+                .conversation_list()
+                .org_id(org)
+                .limit(100_000)
+                .send()
+                .await
+        ),
+        (403, "forbidden".into())
+    );
+    ada.client
+        .users_reactivate()
+        .org_id(org)
+        .user_id(bob.id)
+        .send()
+        .await
+        .expect("users_reactivate");
+    assert_eq!(
+        titles(list(&bob_b).await.unwrap().into_inner()),
+        ["the plan"]
+    );
+
+    // A role without `conversation:read`: refused from the next request.
+    let none = ada
+        .client
+        .roles_create()
+        .org_id(org)
+        .body(
+            workspace_client::types::CreateRoleRequest::builder()
+                .name("Nothing".to_string())
+                .hierarchy_level(5)
+                .permission_ids(Vec::<Uuid>::new()),
+        )
+        .send()
+        .await
+        .expect("roles_create");
+    ada.client
+        .users_update()
+        .org_id(org)
+        .user_id(bob.id)
+        .body(workspace_client::types::UpdateUserRoleRequest::builder().role_id(none.id))
+        .send()
+        .await
+        .expect("users_update");
+    assert_eq!(error_of(list(&bob_b).await).0, 403);
+    assert_eq!(error_of(list(&bob.client).await).0, 403);
+    ada.client
+        .users_update()
+        .org_id(org)
+        .user_id(bob.id)
+        .body(workspace_client::types::UpdateUserRoleRequest::builder().role_id(member))
+        .send()
+        .await
+        .expect("users_update");
+    assert_eq!(
+        titles(list(&bob.client).await.unwrap().into_inner()),
+        ["the plan"]
+    );
+
+    // Logged out: the session's token is refused at once on both.
+    bob.client.auth_logout().send().await.expect("logout");
+    assert_eq!(
+        error_of(list(&bob_b).await),
+        (401, "session_revoked".into())
+    );
+    b.shutdown().await.unwrap();
+    cx.teardown().await;
+}

@@ -2,6 +2,7 @@
 //! filtered by organization.
 
 use super::Datastore;
+use super::organizations::Pending;
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::db::enums::{MessageRole, MessageStatus, SessionStatus};
 use crate::db::row::db_row;
@@ -137,20 +138,22 @@ impl Datastore {
         Ok(ConversationRow::from_row(&row))
     }
 
-    /// Most recently updated first, ties by id.
+    /// Most recently updated first, ties by id. Read with the
+    /// authorization statement (see [`Pending`]): a page near the start
+    /// goes out with it, on its connection.
     pub async fn conversation_list(
         &self,
-        access: &OrgAccess,
+        on: &Pending<'_>,
         page: super::Page,
     ) -> Result<Vec<ConversationRow>, Error> {
-        let org_id = access.org_id();
+        let org_id = on.org_id();
         let params: super::Params = &[&org_id, &page.limit, &page.offset];
         // A page near the start (the sidebar's refresh, the hottest read
         // of a chat client) is an index range of a few hundred entries at
         // most, short enough for the shared connections; a deep page
         // scans its offset and takes a pooled connection.
         let rows = if page.offset + page.limit <= QUICK_PAGE_ROWS {
-            self.quick().await?.query(CONVERSATION_LIST, params).await?
+            on.quick().query(CONVERSATION_LIST, params).await?
         } else {
             self.conn().await?.query(CONVERSATION_LIST, params).await?
         };

@@ -815,51 +815,117 @@ impl Datastore {
         scope: Scope,
         check_sso: bool,
     ) -> Result<AccessLookup, Error> {
-        let (index, id) = scope_index(scope);
         let conn = self.quick().await?;
-        let row = match caller {
-            Caller::User(actor) => {
-                conn.query_opt(
-                    ACCESS_BY_USER[index],
-                    &[&actor.user_id, &id, &actor.session_id, &actor.issued_at],
-                )
-                .await?
-            }
-            Caller::Token(hash) => conn.query_opt(ACCESS_BY_TOKEN[index], &[hash, &id]).await?,
-        };
-        let Some(row) = row else {
-            return Ok(AccessLookup::NoUser);
-        };
-        if !row.get::<_, bool>("session_live") {
-            return Ok(AccessLookup::SessionEnded);
-        }
-        let user_id: Uuid = row.get("user_id");
-        let token = row
-            .get::<_, Option<Uuid>>("token_id")
-            .map(|id| (id, row.get::<_, Vec<String>>("token_scopes")));
-        let Some(org_id) = row.get::<_, Option<Uuid>>("org_id") else {
-            return Ok(AccessLookup::NotMember { user_id, token });
-        };
-        let sso_org: Option<Uuid> = row.get("sso_org");
-        let enforced: bool = row.get("sso_enforced");
-        if check_sso
-            && (sso_org.is_some_and(|o| o != org_id) || (enforced && sso_org != Some(org_id)))
-        {
-            return Ok(AccessLookup::SsoRequired { user_id, token });
-        }
-        Ok(AccessLookup::Member {
-            user_id,
-            token,
-            membership: Membership {
-                org_id,
-                role_id: row.get("role_id"),
-                role_name: row.get("role_name"),
-                role_is_system: row.get("role_is_system"),
-                level: row.get("level"),
-                permissions: row.get("permissions"),
-            },
-        })
+        access_lookup_on(&conn, caller, scope, check_sso).await
     }
+
+    /// [`Self::access_lookup`] of `org_id` with `read` sent in the same
+    /// round trip, on the same shared connection (issue #37's hot path:
+    /// one round trip instead of two). `read` reads through a
+    /// [`Pending`]; its answer is the caller's to drop unless the access
+    /// found grants the request (see
+    /// [`crate::context::ServerContext::authorize_with`], the only
+    /// caller).
+    pub async fn access_lookup_with<V>(
+        &self,
+        caller: &Caller,
+        org_id: Uuid,
+        read: impl AsyncFnOnce(&Pending<'_>) -> Result<V, Error>,
+    ) -> Result<(AccessLookup, Result<V, Error>), Error> {
+        let quick = self.quick().await?;
+        let pending = Pending {
+            org_id,
+            quick: &quick,
+        };
+        // Polled in this order: the authorization statement is queued on
+        // the connection first, the read right after it, and both go out
+        // in one write.
+        let (access, read) = futures::join!(
+            access_lookup_on(&quick, caller, Scope::Org(org_id), true),
+            read(&pending)
+        );
+        Ok((access?, read))
+    }
+}
+
+/// A read sent together with the authorization statement
+/// ([`Datastore::access_lookup_with`]): the organization the caller asks
+/// to read, not yet granted, and the shared connection the authorization
+/// statement went out on. Only `access_lookup_with` makes one, and the
+/// read's answer reaches a handler only with the grant
+/// ([`crate::context::ServerContext::authorize_with`]): refused, it is
+/// dropped unseen. So a data function that takes a `Pending` instead of a
+/// grant must only read (nothing it does may outlive a refusal), must be
+/// filtered by [`Pending::org_id`] like every tenant-scoped statement, and
+/// must be short enough for a shared connection
+/// ([`crate::db::pipeline`]).
+pub struct Pending<'a> {
+    org_id: Uuid,
+    quick: &'a super::Quick,
+}
+
+impl Pending<'_> {
+    /// The organization asked for.
+    pub fn org_id(&self) -> Uuid {
+        self.org_id
+    }
+
+    /// The shared connection the authorization statement runs on.
+    pub(crate) fn quick(&self) -> &super::Quick {
+        self.quick
+    }
+}
+
+/// The authorization statement on `conn` (see
+/// [`Datastore::access_lookup`]).
+async fn access_lookup_on(
+    conn: &super::Quick,
+    caller: &Caller,
+    scope: Scope,
+    check_sso: bool,
+) -> Result<AccessLookup, Error> {
+    let (index, id) = scope_index(scope);
+    let row = match caller {
+        Caller::User(actor) => {
+            conn.query_opt(
+                ACCESS_BY_USER[index],
+                &[&actor.user_id, &id, &actor.session_id, &actor.issued_at],
+            )
+            .await?
+        }
+        Caller::Token(hash) => conn.query_opt(ACCESS_BY_TOKEN[index], &[hash, &id]).await?,
+    };
+    let Some(row) = row else {
+        return Ok(AccessLookup::NoUser);
+    };
+    if !row.get::<_, bool>("session_live") {
+        return Ok(AccessLookup::SessionEnded);
+    }
+    let user_id: Uuid = row.get("user_id");
+    let token = row
+        .get::<_, Option<Uuid>>("token_id")
+        .map(|id| (id, row.get::<_, Vec<String>>("token_scopes")));
+    let Some(org_id) = row.get::<_, Option<Uuid>>("org_id") else {
+        return Ok(AccessLookup::NotMember { user_id, token });
+    };
+    let sso_org: Option<Uuid> = row.get("sso_org");
+    let enforced: bool = row.get("sso_enforced");
+    if check_sso && (sso_org.is_some_and(|o| o != org_id) || (enforced && sso_org != Some(org_id)))
+    {
+        return Ok(AccessLookup::SsoRequired { user_id, token });
+    }
+    Ok(AccessLookup::Member {
+        user_id,
+        token,
+        membership: Membership {
+            org_id,
+            role_id: row.get("role_id"),
+            role_name: row.get("role_name"),
+            role_is_system: row.get("role_is_system"),
+            level: row.get("level"),
+            permissions: row.get("permissions"),
+        },
+    })
 }
 
 /// Inserts an organization with a unique slug (derived from `slug_base`,
