@@ -8,7 +8,7 @@ use crate::authz::{
 };
 use crate::config::Config;
 use crate::db::Datastore;
-use crate::db::datastore::deployments::DeploymentRow;
+use crate::db::datastore::deployments::KeyAdmission;
 use crate::db::datastore::mcp::{GatewayTarget, PendingSession};
 use crate::db::datastore::organizations::{AccessLookup, Caller, Pending};
 use crate::error::Error;
@@ -291,21 +291,35 @@ impl ServerContext {
     }
 
     /// The one authentication of a deployment key (the OpenAI-compatible
-    /// operations): the active, unexpired deployment whose key the request
-    /// presents, and the access it grants. `None` when there is none (the
-    /// caller answers `401 invalid_api_key`).
+    /// operations), in one round trip: the active, unexpired deployment
+    /// whose key the request presents, the access it grants, and what the
+    /// request reads with it (see
+    /// [`Datastore::deployment_admit_by_key`](crate::db::Datastore::deployment_admit_by_key):
+    /// its hit in the rate window, counted only for an `origin` the
+    /// deployment allows, and `with_agent` the agent and its tools). Every
+    /// statement is keyed by the key's hash. `None` when there is no such
+    /// key (the caller answers `401 invalid_api_key`).
     pub async fn authorize_deployment_key(
         &self,
         headers: &http::HeaderMap,
-    ) -> Result<Option<(DeploymentAccess, DeploymentRow)>, Error> {
+        origin: Option<&str>,
+        with_agent: bool,
+    ) -> Result<Option<(DeploymentAccess, KeyAdmission)>, Error> {
         let Some(key) = crate::authn::deployment_key(headers) else {
             return Ok(None);
         };
         let hash = crate::authn::hash_secret(key);
-        Ok(self.datastore.deployment_by_key(&hash).await?.map(|found| {
-            let d = found.deployment;
-            (DeploymentAccess::grant(d.org_id, d.id, d.agent_id), d)
-        }))
+        Ok(self
+            .datastore
+            .deployment_admit_by_key(&hash, origin, with_agent)
+            .await?
+            .map(|admitted| {
+                let d = &admitted.deployment;
+                (
+                    DeploymentAccess::grant(d.org_id, d.id, d.agent_id),
+                    admitted,
+                )
+            }))
     }
 
     /// The organization whose SCIM bearer token (`wscim_…`) the request

@@ -383,15 +383,18 @@ pub async fn authenticate_key(
             "a valid deployment key is required (Authorization: Bearer wsk_live_…)",
         )
     };
-    let (access, deployment) = cx
-        .authorize_deployment_key(headers)
-        .await
-        .map_err(openai_error)?
-        .ok_or_else(unauthorized)?;
     let origin = headers
         .get(http::header::ORIGIN)
         .and_then(|v| v.to_str().ok())
         .map(|o| o.trim_end_matches('/').to_ascii_lowercase());
+    // The key, the rate limit's count and a completion's agent: one round
+    // trip.
+    let (access, admitted) = cx
+        .authorize_deployment_key(headers, origin.as_deref(), purpose == KeyUse::Completion)
+        .await
+        .map_err(openai_error)?
+        .ok_or_else(unauthorized)?;
+    let deployment = admitted.deployment;
     let cors_origin = match origin {
         None => None,
         Some(o) if deployment.allowed_origins.contains(&o) => Some(o),
@@ -403,24 +406,11 @@ pub async fn authenticate_key(
             ));
         }
     };
+    // Not counted for an allowed origin: the key was revoked between the
+    // statements.
+    let count = admitted.hit.ok_or_else(unauthorized)?;
+    let agent = admitted.agent;
     // The limit holds over a sliding minute (see `super::rate_limits`).
-    let (count, agent) = match purpose {
-        KeyUse::Models => (
-            cx.datastore
-                .deployment_rate_hit(&access)
-                .await
-                .map_err(openai_error)?,
-            None,
-        ),
-        KeyUse::Completion => {
-            let (count, agent, tools) = cx
-                .datastore
-                .deployment_admit(&access)
-                .await
-                .map_err(openai_error)?;
-            (count, Some((agent, tools)))
-        }
-    };
     let limit = u32::try_from(deployment.rate_limit_per_minute).unwrap_or(0);
     if let Some(retry_after_secs) = super::rate_limits::over_limit(&count, 60, limit) {
         let mut e = OpenAiHttpError::new(

@@ -590,6 +590,16 @@ async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
         r.headers()["access-control-allow-origin"],
         "https://shop.example"
     );
+    let counted = |db: tokio_postgres::Client| async move {
+        db.query_one(
+            "SELECT coalesce(sum(count), 0)::int8 FROM deployment_rate_windows",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    let before = counted(cx.db().await).await;
     let r = v1(
         &cx,
         key,
@@ -602,6 +612,9 @@ async fn the_openai_surface_answers_streams_limits_and_checks_origins() {
     assert_eq!(r.status(), 403);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "origin_not_allowed");
+    // A refused origin is not counted against the key's limit (the count
+    // is taken in the key's round trip, keyed by the key and the origin).
+    assert_eq!(counted(cx.db().await).await, before);
     let pre = workspace_tests::http()
         .request(
             Method::OPTIONS,

@@ -84,16 +84,38 @@ pub(super) static AGENT_GET_SQL: std::sync::LazyLock<String> = std::sync::LazyLo
     format!("{AGENT_SELECT} WHERE a.organization_id = $1 AND a.id = $2")
 });
 
-/// An agent's tools that its organization can still see, in order
-/// (params: organization, agent).
-pub(super) const AGENT_TOOLS_SQL: &str = "\
-    SELECT t.id, t.name, c.id AS category_id, c.name AS category_name, at.config \
-    FROM agent_tools at JOIN agents a ON a.id = at.agent_id \
-    JOIN tools t ON t.id = at.tool_id \
-    JOIN tool_categories c ON c.id = t.category_id \
-    WHERE a.organization_id = $1 AND at.agent_id = $2 \
-      AND (t.organization_id = a.organization_id OR t.is_public) \
-    ORDER BY at.position";
+/// An agent's tools that its organization can still see, in order, for
+/// the agent `$agent` names (a row value of organization and agent).
+macro_rules! agent_tools_sql {
+    ($agent:expr) => {
+        concat!(
+            "SELECT t.id, t.name, c.id AS category_id, c.name AS category_name, at.config \
+             FROM agent_tools at JOIN agents a ON a.id = at.agent_id \
+             JOIN tools t ON t.id = at.tool_id \
+             JOIN tool_categories c ON c.id = t.category_id \
+             WHERE (a.organization_id, at.agent_id) = ",
+            $agent,
+            " AND (t.organization_id = a.organization_id OR t.is_public) \
+             ORDER BY at.position"
+        )
+    };
+}
+
+/// An agent's tools (params: organization, agent).
+pub(super) const AGENT_TOOLS_SQL: &str = agent_tools_sql!("($1, $2)");
+
+/// The agent of the deployment whose key hashes to `$1` (`$2`: the
+/// `active` status; see `deployments::KEY_AGENT`).
+pub(super) static AGENT_BY_KEY_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{AGENT_SELECT} WHERE (a.organization_id, a.id) = {}",
+        super::deployments::KEY_AGENT
+    )
+});
+
+/// The tools of [`AGENT_BY_KEY_SQL`]'s agent.
+pub(super) static AGENT_TOOLS_BY_KEY_SQL: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!(agent_tools_sql!("{}"), super::deployments::KEY_AGENT));
 
 /// A row of [`AGENT_TOOLS_SQL`].
 pub(super) fn agent_tool_row(r: &tokio_postgres::Row) -> AgentToolRow {

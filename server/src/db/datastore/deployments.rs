@@ -84,10 +84,63 @@ pub struct DeploymentChanges {
     pub key_expires_at: Option<Option<DateTime<Utc>>>,
 }
 
-/// What a deployment key authenticates: the deployment and its agent.
-pub struct KeyAccess {
+/// What a request with a deployment key reads in the round trip that
+/// authenticates it ([`Datastore::deployment_admit_by_key`]).
+pub struct KeyAdmission {
+    /// The key's deployment.
     pub deployment: DeploymentRow,
+    /// The request's hit in the deployment's rate window; `None` when it
+    /// was not counted (the request's origin is not one the deployment
+    /// allows, or the key was revoked between the two statements).
+    pub hit: Option<WindowCount>,
+    /// The deployment's agent and its tools (a chat completion).
+    pub agent: Option<(AgentRow, Vec<AgentToolRow>)>,
 }
+
+/// The active, unexpired deployment whose key hashes to `$1` (`$2`:
+/// `active`): the condition of every statement keyed by a deployment key.
+macro_rules! keyed {
+    () => {
+        "key_hash = $1 AND status = $2 AND (key_expires_at IS NULL OR key_expires_at > now())"
+    };
+}
+
+/// The key's deployment.
+static KEY_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        concat!("SELECT {} FROM agent_deployments WHERE ", keyed!()),
+        COLUMNS
+    )
+});
+
+/// Counts one request in the key's deployment's current one-minute window
+/// (shared by every server instance) and returns the count with the
+/// previous minute's; counted only when the request's origin (`$3`,
+/// `NULL` without one) is one the deployment allows (as
+/// `authenticate_key` checks it).
+const RATE_HIT_BY_KEY_SQL: &str = concat!(
+    "WITH d AS (SELECT id FROM agent_deployments WHERE ",
+    keyed!(),
+    " AND ($3::text IS NULL OR $3 = ANY(allowed_origins))), \
+     hit AS ( \
+        INSERT INTO deployment_rate_windows AS w (deployment_id, window_start, count) \
+        SELECT id, date_trunc('minute', now()), 1 FROM d \
+        ON CONFLICT (deployment_id, window_start) DO UPDATE SET count = w.count + 1 \
+        RETURNING deployment_id, count, window_start) \
+    SELECT hit.count, coalesce(p.count, 0) AS previous, \
+           extract(epoch FROM now() - hit.window_start)::float8 AS elapsed_secs \
+    FROM hit LEFT JOIN deployment_rate_windows p \
+      ON p.deployment_id = hit.deployment_id \
+     AND p.window_start = hit.window_start - interval '1 minute'"
+);
+
+/// The key's deployment's organization and agent, as a row value (for the
+/// agent reads keyed by the key).
+pub(super) const KEY_AGENT: &str = concat!(
+    "(SELECT organization_id, agent_id FROM agent_deployments WHERE ",
+    keyed!(),
+    ")"
+);
 
 /// The agent's state once its deployments changed: `deployed`/`active`
 /// while it has an active deployment (an `active` agent stays active),
@@ -117,20 +170,7 @@ async fn settle_agent(tx: &super::Tx<'_>, agent_id: &Uuid) -> Result<(), Error> 
     Ok(())
 }
 
-/// Counts one request in a deployment's current one-minute window and
-/// returns the count with the previous minute's (params: deployment).
-const RATE_HIT_SQL: &str = "\
-    WITH hit AS ( \
-        INSERT INTO deployment_rate_windows AS w (deployment_id, window_start, count) \
-        VALUES ($1, date_trunc('minute', now()), 1) \
-        ON CONFLICT (deployment_id, window_start) DO UPDATE SET count = w.count + 1 \
-        RETURNING count, window_start) \
-    SELECT hit.count, coalesce(p.count, 0) AS previous, \
-           extract(epoch FROM now() - hit.window_start)::float8 AS elapsed_secs \
-    FROM hit LEFT JOIN deployment_rate_windows p \
-      ON p.deployment_id = $1 AND p.window_start = hit.window_start - interval '1 minute'";
-
-/// A row of [`RATE_HIT_SQL`].
+/// A row of [`RATE_HIT_BY_KEY_SQL`].
 fn window_count(row: &tokio_postgres::Row) -> WindowCount {
     WindowCount {
         hits: row.get("count"),
@@ -362,21 +402,63 @@ impl Datastore {
         Ok(DeploymentRow::from_row(&row))
     }
 
-    /// The active, unexpired deployment whose key hashes to `key_hash`.
-    pub async fn deployment_by_key(&self, key_hash: &[u8]) -> Result<Option<KeyAccess>, Error> {
+    /// A request with a deployment key, in one round trip (issue #37):
+    /// the active, unexpired deployment whose key hashes to `key_hash`,
+    /// the request's hit in its rate window (counted only for such a key
+    /// and an `origin` it allows) and, `with_agent`, its agent and the agent's tools.
+    /// Every statement is keyed by the key's hash, so none reads or counts
+    /// anything of another deployment; `None` for an unknown, revoked or
+    /// expired key.
+    pub async fn deployment_admit_by_key(
+        &self,
+        key_hash: &[u8],
+        origin: Option<&str>,
+        with_agent: bool,
+    ) -> Result<Option<KeyAdmission>, Error> {
+        let active = DeploymentStatus::Active;
         let conn = self.conn().await?;
-        let row = conn
-            .query_opt(
-                &format!(
-                    "SELECT {COLUMNS} FROM agent_deployments WHERE key_hash = $1 \
-                     AND status = $2 \
-                     AND (key_expires_at IS NULL OR key_expires_at > now())"
-                ),
-                &[&key_hash, &DeploymentStatus::Active],
-            )
-            .await?;
-        Ok(row.map(|r| KeyAccess {
-            deployment: DeploymentRow::from_row(&r),
+        let (key, hit, agent) = if with_agent {
+            let [key, hit, agent, tools] = conn
+                .pipeline([
+                    (KEY_SQL.as_str(), &[&key_hash, &active]),
+                    (RATE_HIT_BY_KEY_SQL, &[&key_hash, &active, &origin]),
+                    (
+                        super::agents::AGENT_BY_KEY_SQL.as_str(),
+                        &[&key_hash, &active],
+                    ),
+                    (
+                        super::agents::AGENT_TOOLS_BY_KEY_SQL.as_str(),
+                        &[&key_hash, &active],
+                    ),
+                ])
+                .await?;
+            let agent = agent.first().map(AgentRow::from_row);
+            let tools = tools.iter().map(super::agents::agent_tool_row).collect();
+            (key, hit, Some(agent.map(|a| (a, tools))))
+        } else {
+            let [key, hit] = conn
+                .pipeline([
+                    (KEY_SQL.as_str(), &[&key_hash, &active]),
+                    (RATE_HIT_BY_KEY_SQL, &[&key_hash, &active, &origin]),
+                ])
+                .await?;
+            (key, hit, None)
+        };
+        let Some(deployment) = key.first().map(DeploymentRow::from_row) else {
+            return Ok(None);
+        };
+        let agent = match agent {
+            // The agent of an active deployment is never deleted; read in
+            // its own statement, it may be gone if the key was revoked
+            // since (the hit tells).
+            Some(None) => return Err(Error::NotFound { what: "agent" }),
+            Some(Some(found)) => Some(found),
+            None => None,
+        };
+        Ok(Some(KeyAdmission {
+            deployment,
+            hit: hit.first().map(window_count),
+            agent,
         }))
     }
 
@@ -386,50 +468,6 @@ impl Datastore {
     /// without tokens.
     pub async fn deployment_record_use(&self, access: &DeploymentAccess) -> Result<(), Error> {
         self.deployment_finish(access, 0, 0).await
-    }
-
-    /// Counts one request in the deployment's current one-minute window
-    /// (shared by every server instance) and returns the count with the
-    /// previous minute's, in one statement.
-    pub async fn deployment_rate_hit(
-        &self,
-        access: &DeploymentAccess,
-    ) -> Result<WindowCount, Error> {
-        let conn = self.conn().await?;
-        let row = conn
-            .query_one(RATE_HIT_SQL, &[&access.deployment_id()])
-            .await?;
-        Ok(window_count(&row))
-    }
-
-    /// A chat completion through the key: its hit in the rate window
-    /// (see [`Datastore::deployment_rate_hit`]), the key's agent and the
-    /// agent's tools, three statements sent together (one round trip
-    /// instead of three; the hit is counted whatever the reads find, as
-    /// when they followed it).
-    pub async fn deployment_admit(
-        &self,
-        access: &DeploymentAccess,
-    ) -> Result<(WindowCount, AgentRow, Vec<AgentToolRow>), Error> {
-        let (org_id, agent_id) = (access.org_id(), access.agent_id());
-        let conn = self.conn().await?;
-        let [hit, agent, tools] = conn
-            .pipeline([
-                (RATE_HIT_SQL, &[&access.deployment_id()]),
-                (super::agents::AGENT_GET_SQL.as_str(), &[&org_id, &agent_id]),
-                (super::agents::AGENT_TOOLS_SQL, &[&org_id, &agent_id]),
-            ])
-            .await?;
-        let hit = hit
-            .first()
-            .map(window_count)
-            .ok_or_else(|| Error::internal("the rate window returned no row"))?;
-        let agent = agent
-            .first()
-            .map(AgentRow::from_row)
-            .ok_or(Error::NotFound { what: "agent" })?;
-        let tools = tools.iter().map(super::agents::agent_tool_row).collect();
-        Ok((hit, agent, tools))
     }
 
     /// Adds a request's tokens to the deployment's usage.
