@@ -560,12 +560,18 @@ fn operation_of(sql: &str) -> (&'static str, &'static str) {
 /// The text of a statement as an attribute: at most 2,000 characters,
 /// shared between the spans of the same SQL (the server's statements are
 /// a few hundred constants; the first 1,024 distinct texts are kept, any
-/// other is copied).
+/// other is copied). Found by the SQL's address and length, compared
+/// before use, so the hot path neither hashes nor copies the text.
 fn sql_text(sql: &str) -> opentelemetry::StringValue {
     use std::sync::{Arc, LazyLock, RwLock};
-    static TEXTS: LazyLock<RwLock<std::collections::HashMap<Box<str>, Arc<str>>>> =
-        LazyLock::new(Default::default);
-    if let Some(text) = TEXTS.read().ok().and_then(|t| t.get(sql).cloned()) {
+    type Texts = std::collections::HashMap<(usize, usize), (Box<str>, Arc<str>)>;
+    static TEXTS: LazyLock<RwLock<Texts>> = LazyLock::new(Default::default);
+    let key = (sql.as_ptr() as usize, sql.len());
+    if let Some(text) = TEXTS.read().ok().and_then(|t| {
+        t.get(&key)
+            .filter(|(original, _)| **original == *sql)
+            .map(|(_, text)| text.clone())
+    }) {
         return text.into();
     }
     let text: Arc<str> = match sql.char_indices().nth(2000) {
@@ -575,7 +581,7 @@ fn sql_text(sql: &str) -> opentelemetry::StringValue {
     if let Ok(mut texts) = TEXTS.write()
         && texts.len() < 1024
     {
-        texts.insert(sql.into(), text.clone());
+        texts.insert(key, (sql.into(), text.clone()));
     }
     text.into()
 }
