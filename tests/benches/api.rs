@@ -31,10 +31,13 @@
 //! (default 1: every trace recorded).
 //!
 //! Then (unless `BENCH_DEPLOY=0`) the OpenAI-compatible deployment
-//! endpoint: an agent on a mock provider, `POST
+//! endpoint: an agent on a mock provider (HTTP/1.1 keep-alive, as a real
+//! provider), `POST
 //! /api/agent_deploy/v1/chat/completions` at 8 connections, completions
 //! per second and the server process's CPU time per completion (from
 //! `/proc`), beside the mock's own rate.
+//!
+//! `BENCH_ONLY=deploy` measures the deployment endpoint alone.
 //!
 //! `BENCH_PERF=1` then samples the server with `perf record` during one
 //! more run of `conversation/list` at 8 connections and of the deployment
@@ -698,6 +701,9 @@ async fn main() {
         .max(1);
     // The deployment endpoint's model (see `deployment_figures`).
     let fake = FakeProvider::with_default(Reply::openai_text(&["Hello", " there."])).await;
+    // Connections kept open, as a real provider's are: one connection per
+    // completion made `connect` alone 9 % of the server's CPU (perf).
+    fake.keep_alive();
     let fake_model = fake.model_config("fake");
     let cx = TestContext::with_config("bench_api", move |c| c.models.push(fake_model)).await;
     let user = cx.user("bench").await;
@@ -862,7 +868,13 @@ async fn main() {
     // minutes, so a pair's ratio is steadier than either figure.
     let mut shares: Vec<Vec<f64>> = vec![Vec::new(); endpoints.len() * CONNECTIONS.len()];
     let mut piped_shares: Vec<Vec<f64>> = shares.clone();
-    for round in 1..=rounds {
+    // `BENCH_ONLY=deploy`: the deployment endpoint alone.
+    let list_rounds = if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "deploy") {
+        0
+    } else {
+        rounds
+    };
+    for round in 1..=list_rounds {
         if rounds > 1 {
             println!("round {round} of {rounds}");
         }
@@ -881,7 +893,7 @@ async fn main() {
             }
         }
     }
-    if rounds > 1 {
+    if list_rounds > 1 {
         println!(
             "\nshare of pgbench, then of pgbench pipelined, median of {rounds} rounds \
              (lowest, highest)"
@@ -906,7 +918,7 @@ async fn main() {
             }
         }
     }
-    if traced.is_some() {
+    if traced.is_some() && list_rounds > 0 {
         // Traced over untraced, each round's pair (run back to back).
         println!("\ntracing on / off, GET /api/conversation/list throughput, per round");
         let last = endpoints.len() - 1;
@@ -930,7 +942,7 @@ async fn main() {
         "\nserver resident memory: {idle_rss:.1} MB idle, {:.1} MB after the load",
         rss_mb(server.0.id())
     );
-    if std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
+    if list_rounds > 0 && std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
         // The untraced server, and the traced one when there is one (the
         // last endpoint).
         let mut profiles = vec![(server.0.id(), &endpoints[0])];

@@ -5,8 +5,10 @@
 //! failures (a connection dropped mid-stream, malformed chunks, stalls).
 //!
 //! Each connection serves one request (`Connection: close`) with the next
-//! scripted [`Reply`], or the default reply when the script is empty. Every
-//! request is recorded for assertions.
+//! scripted [`Reply`], or the default reply when the script is empty;
+//! after [`FakeProvider::keep_alive`], a connection serves request after
+//! request, as a real provider's does. Every request is recorded for
+//! assertions.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -304,6 +306,8 @@ struct State {
     requests: Vec<Recorded>,
     /// Per request (in arrival order): when each data part was written.
     write_times: Vec<Vec<Instant>>,
+    /// Connections stay open between requests.
+    keep_alive: bool,
 }
 
 /// The running fake provider.
@@ -329,10 +333,14 @@ impl FakeProvider {
             default,
             requests: Vec::new(),
             write_times: Vec::new(),
+            keep_alive: false,
         }));
         let shared = state.clone();
         let task = tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
+                // Each part is written as soon as it is due (a streamed
+                // answer's chunks), not held for the previous one's ACK.
+                let _ = socket.set_nodelay(true);
                 let state = shared.clone();
                 tokio::spawn(async move {
                     let _ = serve(socket, state).await;
@@ -366,6 +374,15 @@ impl FakeProvider {
     /// Queues a reply for the next request.
     pub fn push(&self, reply: Reply) {
         self.lock().script.push_back(reply);
+    }
+
+    /// Keeps each connection open for the client's next request (HTTP/1.1
+    /// keep-alive, as OpenAI's and Anthropic's APIs do), instead of one
+    /// request per connection: what a benchmark of the server's own cost
+    /// needs (a new connection per request is the client's cost to
+    /// connect, not the server's work).
+    pub fn keep_alive(&self) {
+        self.lock().keep_alive = true;
     }
 
     pub fn set_default(&self, reply: Reply) {
@@ -438,10 +455,17 @@ async fn read_request(socket: &mut TcpStream) -> std::io::Result<Option<Recorded
 }
 
 async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) -> std::io::Result<()> {
-    let Some(request) = read_request(&mut socket).await? else {
-        return Ok(());
+    while serve_one(&mut socket, &state).await? {}
+    let _ = socket.shutdown().await;
+    Ok(())
+}
+
+/// Serves one request; whether the connection stays open for another.
+async fn serve_one(socket: &mut TcpStream, state: &Mutex<State>) -> std::io::Result<bool> {
+    let Some(request) = read_request(socket).await? else {
+        return Ok(false);
     };
-    let (reply, index) = {
+    let (reply, index, keep_alive) = {
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
         state.requests.push(request);
         state.write_times.push(Vec::new());
@@ -450,7 +474,8 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
             Some(r) => r,
             None => state.default.clone(),
         };
-        (reply, index)
+        let keep_alive = state.keep_alive && !reply.drop_at_end;
+        (reply, index, keep_alive)
     };
     let reason = match reply.status {
         200 => "OK",
@@ -464,7 +489,11 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
     for (n, v) in &reply.headers {
         head.push_str(&format!("{n}: {v}\r\n"));
     }
-    head.push_str("transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
+    head.push_str(if keep_alive {
+        "transfer-encoding: chunked\r\n\r\n"
+    } else {
+        "transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    });
     socket.write_all(head.as_bytes()).await?;
     socket.flush().await?;
     for part in &reply.parts {
@@ -483,14 +512,13 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>) -> std::io::Resu
         }
     }
     if reply.drop_at_end {
-        // No terminating chunk: the body is cut off.
-        drop(socket);
-        return Ok(());
+        // No terminating chunk: the body is cut off (the caller drops
+        // the connection).
+        return Ok(false);
     }
     socket.write_all(b"0\r\n\r\n").await?;
     socket.flush().await?;
-    let _ = socket.shutdown().await;
-    Ok(())
+    Ok(keep_alive)
 }
 
 /// A `127.0.0.1` address on which nothing listens.
