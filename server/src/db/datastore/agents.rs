@@ -75,7 +75,7 @@ pub struct AgentFields {
     pub tools: Option<Vec<(Uuid, Value)>>,
 }
 
-const AGENT_SELECT: &str = "SELECT a.*, m.name AS model_name, \
+pub(super) const AGENT_SELECT: &str = "SELECT a.*, m.name AS model_name, \
         (SELECT count(*) FROM agent_deployments d WHERE d.agent_id = a.id) AS deployments_count \
      FROM agents a JOIN models m ON m.id = a.model_id";
 
@@ -101,21 +101,10 @@ macro_rules! agent_tools_sql {
     };
 }
 
+pub(super) use agent_tools_sql;
+
 /// An agent's tools (params: organization, agent).
 pub(super) const AGENT_TOOLS_SQL: &str = agent_tools_sql!("($1, $2)");
-
-/// The agent of the deployment whose key hashes to `$1` (`$2`: the
-/// `active` status; see `deployments::KEY_AGENT`).
-pub(super) static AGENT_BY_KEY_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        "{AGENT_SELECT} WHERE (a.organization_id, a.id) = {}",
-        super::deployments::KEY_AGENT
-    )
-});
-
-/// The tools of [`AGENT_BY_KEY_SQL`]'s agent.
-pub(super) static AGENT_TOOLS_BY_KEY_SQL: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| format!(agent_tools_sql!("{}"), super::deployments::KEY_AGENT));
 
 /// A row of [`AGENT_TOOLS_SQL`].
 pub(super) fn agent_tool_row(r: &tokio_postgres::Row) -> AgentToolRow {

@@ -136,11 +136,24 @@ const RATE_HIT_BY_KEY_SQL: &str = concat!(
 
 /// The key's deployment's organization and agent, as a row value (for the
 /// agent reads keyed by the key).
-pub(super) const KEY_AGENT: &str = concat!(
+const KEY_AGENT: &str = concat!(
     "(SELECT organization_id, agent_id FROM agent_deployments WHERE ",
     keyed!(),
     ")"
 );
+
+/// The agent of the deployment whose key hashes to `$1` (`$2`: the
+/// `active` status).
+static AGENT_BY_KEY_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} WHERE (a.organization_id, a.id) = {KEY_AGENT}",
+        super::agents::AGENT_SELECT
+    )
+});
+
+/// The tools of [`AGENT_BY_KEY_SQL`]'s agent.
+static AGENT_TOOLS_BY_KEY_SQL: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!(super::agents::agent_tools_sql!("{}"), KEY_AGENT));
 
 /// The agent's state once its deployments changed: `deployed`/`active`
 /// while it has an active deployment (an `active` agent stays active),
@@ -422,14 +435,8 @@ impl Datastore {
                 .pipeline([
                     (KEY_SQL.as_str(), &[&key_hash, &active]),
                     (RATE_HIT_BY_KEY_SQL, &[&key_hash, &active, &origin]),
-                    (
-                        super::agents::AGENT_BY_KEY_SQL.as_str(),
-                        &[&key_hash, &active],
-                    ),
-                    (
-                        super::agents::AGENT_TOOLS_BY_KEY_SQL.as_str(),
-                        &[&key_hash, &active],
-                    ),
+                    (AGENT_BY_KEY_SQL.as_str(), &[&key_hash, &active]),
+                    (AGENT_TOOLS_BY_KEY_SQL.as_str(), &[&key_hash, &active]),
                 ])
                 .await?;
             let agent = agent.first().map(AgentRow::from_row);

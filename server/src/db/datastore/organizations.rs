@@ -844,7 +844,22 @@ impl Datastore {
             access_lookup_on(&quick, caller, Scope::Org(org_id), true),
             read(&pending)
         );
-        Ok((access?, read))
+        match access {
+            Ok(access) => Ok((access, read)),
+            Err(e) => Err(match read {
+                // The connection failed under both (the database shut
+                // down): PostgreSQL answers a pipeline's statements when
+                // it waits for input, so the first one's answer went down
+                // with the second, whose error carries the cause. A 503
+                // either way, and logged, never shown.
+                Err(cause @ Error::Unavailable { .. })
+                    if matches!(e, Error::Unavailable { .. }) =>
+                {
+                    cause
+                }
+                _ => e,
+            }),
+        }
     }
 }
 
