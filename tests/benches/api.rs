@@ -37,6 +37,11 @@
 //! per second and the server process's CPU time per completion (from
 //! `/proc`), beside the mock's own rate.
 //!
+//! `BENCH_BASELINE=<binary>` adds `conversation/list` and `users/me` on
+//! another build of the server (say, the commit before tracing existed),
+//! on a database of its own seeded the same way, in the same rounds, and
+//! prints this build's throughput (tracing off) over the baseline's.
+//!
 //! `BENCH_ONLY=deploy` measures the deployment endpoint alone.
 //!
 //! `BENCH_PERF=1` then samples the server with `perf record` during one
@@ -621,6 +626,16 @@ async fn start_binary_configured(
 ) -> (ServerProcess, String) {
     let bin = std::env::var("WORKSPACE_SERVER_BIN")
         .expect("WORKSPACE_SERVER_BIN: the workspace-server binary (cargo xtask bench api)");
+    start_binary_at(&bin, db_url, otlp, config).await
+}
+
+/// The binary at `bin` (see [`start_binary_configured`]).
+async fn start_binary_at(
+    bin: &str,
+    db_url: &str,
+    otlp: Option<&str>,
+    config: Option<&std::path::Path>,
+) -> (ServerProcess, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("a free port")
         .local_addr()
@@ -666,6 +681,71 @@ async fn start_binary_configured(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("workspace-server did not start");
+}
+
+/// `BENCH_BASELINE`: that binary (an earlier build) on a database of its
+/// own, which it migrates, seeded like the main one through its API (one
+/// user, [`CONVERSATIONS`] conversations): the server, its base URL, the
+/// user's access token and organization.
+async fn baseline(cx: &TestContext, bin: &str) -> (ServerProcess, String, String, uuid::Uuid) {
+    let dbname = "bench_api_baseline";
+    let admin_db = cx.admin_db().await;
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {dbname} WITH (FORCE)"),
+        format!("CREATE DATABASE {dbname}"),
+    ] {
+        admin_db
+            .batch_execute(&statement)
+            .await
+            .expect("the baseline's database");
+    }
+    let admin = workspace_tests::admin_url().expect("the admin URL");
+    let url = workspace_tests::url_for(&admin, dbname).expect("the baseline's URL");
+    let (process, base) = start_binary_at(bin, &url, None, None).await;
+    let anon = workspace_client::Client::anonymous(&base).expect("client");
+    let email = "baseline@example.com".to_string();
+    let password = "a long baseline password 42".to_string();
+    anon.auth_signup()
+        .body(
+            workspace_client::types::SignupRequest::builder()
+                .email(email.clone())
+                .first_name("Base".to_string())
+                .last_name("Line".to_string())
+                .password(password.clone()),
+        )
+        .send()
+        .await
+        .expect("signup on the baseline");
+    let token = anon
+        .auth_login()
+        .body(
+            workspace_client::types::LoginRequest::builder()
+                .email(email)
+                .password(password),
+        )
+        .send()
+        .await
+        .expect("login on the baseline")
+        .into_inner()
+        .access_token;
+    let client = workspace_client::Client::authenticated(&base, &token).expect("client");
+    let org = client
+        .users_me()
+        .send()
+        .await
+        .expect("users/me")
+        .organizations[0]
+        .id;
+    for i in 0..CONVERSATIONS {
+        client
+            .conversation_create()
+            .org_id(org)
+            .body(ConversationCreate::builder().title(format!("Conversation {i}")))
+            .send()
+            .await
+            .expect("conversation on the baseline");
+    }
+    (process, base, token, org)
 }
 
 fn row(what: &str, conns: usize, s: &Figures, p: &Figures, piped: &Figures) {
@@ -809,6 +889,30 @@ async fn main() {
             &pat,
         ),
     ];
+    // `BENCH_BASELINE`: the same two endpoints on an earlier build, driven
+    // in the same rounds (no pgbench of their own: an empty script).
+    let baseline = match std::env::var("BENCH_BASELINE") {
+        Ok(bin) if !bin.is_empty() => Some(baseline(&cx, &bin).await),
+        _ => None,
+    };
+    let baseline_token = baseline
+        .as_ref()
+        .map(|(_, _, token, _)| token.clone())
+        .unwrap_or_default();
+    if let Some((_, before_base, _, before_org)) = &baseline {
+        endpoints.push((
+            "GET /api/conversation/list (baseline)",
+            format!("{before_base}/api/conversation/list?org_id={before_org}"),
+            String::new(),
+            &baseline_token,
+        ));
+        endpoints.push((
+            "GET /api/users/me (baseline)",
+            format!("{before_base}/api/users/me"),
+            String::new(),
+            &baseline_token,
+        ));
+    }
     if let Some((_, traced_base)) = &traced {
         endpoints.push((
             "GET /api/conversation/list (traced)",
@@ -868,6 +972,8 @@ async fn main() {
     // minutes, so a pair's ratio is steadier than either figure.
     let mut shares: Vec<Vec<f64>> = vec![Vec::new(); endpoints.len() * CONNECTIONS.len()];
     let mut piped_shares: Vec<Vec<f64>> = shares.clone();
+    // The server's own rate, per endpoint and connections, per round.
+    let mut rates: Vec<Vec<f64>> = shares.clone();
     // `BENCH_ONLY=deploy`: the deployment endpoint alone.
     let list_rounds = if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "deploy") {
         0
@@ -885,6 +991,14 @@ async fn main() {
                 } else {
                     drive(url, token, conns, secs).await
                 };
+                rates[e * CONNECTIONS.len() + c].push(s.rate);
+                if sql.is_empty() {
+                    println!(
+                        "{what:<28} {conns:>5} | {:>9.0} {:>7.2} {:>7.2} {:>6} |",
+                        s.rate, s.p50_ms, s.p99_ms, s.errors
+                    );
+                    continue;
+                }
                 let p = pgbench(&pgbench_bin, &target, sql, &vars, conns, secs);
                 let piped = pgbench(&pgbench_bin, &target, &pipelined(sql), &vars, conns, secs);
                 row(what, conns, &s, &p, &piped);
@@ -898,7 +1012,10 @@ async fn main() {
             "\nshare of pgbench, then of pgbench pipelined, median of {rounds} rounds \
              (lowest, highest)"
         );
-        for (e, (what, _, _, _)) in endpoints.iter().enumerate() {
+        for (e, (what, _, sql, _)) in endpoints.iter().enumerate() {
+            if sql.is_empty() {
+                continue;
+            }
             for (c, conns) in CONNECTIONS.into_iter().enumerate() {
                 let median = |all: &[Vec<f64>]| {
                     let mut v = all[e * CONNECTIONS.len() + c].clone();
@@ -914,6 +1031,28 @@ async fn main() {
                     "{what:<28} {conns:>5} | {} | pipelined {}",
                     median(&shares),
                     median(&piped_shares)
+                );
+            }
+        }
+    }
+    if baseline.is_some() && list_rounds > 0 {
+        // This build (tracing off) over the baseline, each round's pair;
+        // the baseline's rows are endpoints 3 and 4.
+        println!("\nthis build (tracing off) / the baseline build, throughput, per round");
+        for (e, what) in [(0, "GET /api/conversation/list"), (1, "GET /api/users/me")] {
+            for (c, conns) in CONNECTIONS.into_iter().enumerate() {
+                let now = &rates[e * CONNECTIONS.len() + c];
+                let before = &rates[(3 + e) * CONNECTIONS.len() + c];
+                let mut ratios: Vec<f64> = now.iter().zip(before).map(|(a, b)| a / b).collect();
+                ratios.sort_by(f64::total_cmp);
+                println!(
+                    "{what:<28} {conns:>5} connections: median {:.3} (rounds: {})",
+                    ratios[ratios.len() / 2],
+                    ratios
+                        .iter()
+                        .map(|r| format!("{r:.3}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 );
             }
         }
