@@ -748,6 +748,21 @@ async fn baseline(cx: &TestContext, bin: &str) -> (ServerProcess, String, String
     (process, base, token, org)
 }
 
+/// Each round's `a` over its `b`: the median, then every round's, sorted.
+fn ratios(a: &[f64], b: &[f64]) -> String {
+    let mut ratios: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
+    ratios.sort_by(f64::total_cmp);
+    format!(
+        "median {:.3} (rounds: {})",
+        ratios[ratios.len() / 2],
+        ratios
+            .iter()
+            .map(|r| format!("{r:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 fn row(what: &str, conns: usize, s: &Figures, p: &Figures, piped: &Figures) {
     println!(
         "{what:<28} {conns:>5} | {:>9.0} {:>7.2} {:>7.2} {:>6} | {:>9.0} {:>7.2} {:>7.2} | \
@@ -1043,17 +1058,7 @@ async fn main() {
             for (c, conns) in CONNECTIONS.into_iter().enumerate() {
                 let now = &rates[e * CONNECTIONS.len() + c];
                 let before = &rates[(3 + e) * CONNECTIONS.len() + c];
-                let mut ratios: Vec<f64> = now.iter().zip(before).map(|(a, b)| a / b).collect();
-                ratios.sort_by(f64::total_cmp);
-                println!(
-                    "{what:<28} {conns:>5} connections: median {:.3} (rounds: {})",
-                    ratios[ratios.len() / 2],
-                    ratios
-                        .iter()
-                        .map(|r| format!("{r:.3}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
+                println!("{what:<28} {conns:>5} connections: {}", ratios(now, before));
             }
         }
     }
@@ -1064,17 +1069,7 @@ async fn main() {
         for (c, conns) in CONNECTIONS.into_iter().enumerate() {
             let on = &shares[last * CONNECTIONS.len() + c];
             let off = &shares[c];
-            let mut ratios: Vec<f64> = on.iter().zip(off).map(|(a, b)| a / b).collect();
-            ratios.sort_by(f64::total_cmp);
-            println!(
-                "{conns:>5} connections: median {:.3} (rounds: {})",
-                ratios[ratios.len() / 2],
-                ratios
-                    .iter()
-                    .map(|r| format!("{r:.3}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            println!("{conns:>5} connections: {}", ratios(on, off));
         }
     }
     println!(
