@@ -4,6 +4,10 @@
 //! HTTP/1.1 with chunked transfer encoding, plus error answers and
 //! failures (a connection dropped mid-stream, malformed chunks, stalls).
 //!
+//! An OpenAI request with `stream: false` gets the same scripted answer in
+//! one piece: a `chat.completion` object assembled from the chunks, after
+//! all of the script's pauses, in one write (see [`whole`]).
+//!
 //! Each connection serves one request (`Connection: close`) with the next
 //! scripted [`Reply`], or the default reply when the script is empty;
 //! after [`FakeProvider::keep_alive`], a connection serves request after
@@ -465,6 +469,7 @@ async fn serve_one(socket: &mut TcpStream, state: &Mutex<State>) -> std::io::Res
     let Some(request) = read_request(socket).await? else {
         return Ok(false);
     };
+    let request_streams = request.body.get("stream") == Some(&serde_json::Value::Bool(true));
     let (reply, index, keep_alive) = {
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
         state.requests.push(request);
@@ -477,6 +482,9 @@ async fn serve_one(socket: &mut TcpStream, state: &Mutex<State>) -> std::io::Res
         let keep_alive = state.keep_alive && !reply.drop_at_end;
         (reply, index, keep_alive)
     };
+    if reply.status == 200 && !request_streams && is_openai_stream(&reply) {
+        return serve_whole(socket, whole(&reply), keep_alive).await;
+    }
     let reason = match reply.status {
         200 => "OK",
         401 => "Unauthorized",
@@ -519,6 +527,141 @@ async fn serve_one(socket: &mut TcpStream, state: &Mutex<State>) -> std::io::Res
     socket.write_all(b"0\r\n\r\n").await?;
     socket.flush().await?;
     Ok(keep_alive)
+}
+
+/// A scripted answer in one piece (see [`whole`]).
+struct Whole {
+    /// The script's pauses, all spent before the answer is written.
+    pause: Duration,
+    body: String,
+    /// The script drops the connection: half the body is written, then
+    /// the connection closes.
+    cut: bool,
+}
+
+/// Whether `reply` streams OpenAI chat-completion chunks.
+fn is_openai_stream(reply: &Reply) -> bool {
+    reply
+        .headers
+        .iter()
+        .any(|(n, v)| n == "content-type" && v == "text/event-stream")
+        && reply.parts.iter().any(
+            |p| matches!(p, Part::Data(d) if d.starts_with("data: ") && d.contains("\"choices\"")),
+        )
+}
+
+/// The answer an OpenAI-compatible provider gives to `stream: false` for
+/// the same script: the chunks' text, tool calls (fragments joined by
+/// index), finish reason and usage as one `chat.completion` object.
+fn whole(reply: &Reply) -> Whole {
+    use serde_json::{Value, json};
+    let mut pause = Duration::ZERO;
+    let mut content = String::new();
+    let mut calls: std::collections::BTreeMap<u64, (String, String, String)> = Default::default();
+    let mut finish = Value::Null;
+    let mut usage = Value::Null;
+    let cut = reply.drop_at_end;
+    // A malformed chunk makes a malformed answer: half of it, complete.
+    let mut malformed = false;
+    for part in &reply.parts {
+        let text = match part {
+            Part::Pause(d) => {
+                pause += *d;
+                continue;
+            }
+            Part::Data(text) => text.trim(),
+        };
+        let Some(data) = text.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            continue;
+        }
+        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
+            malformed = true;
+            continue;
+        };
+        if !chunk["usage"].is_null() {
+            usage = chunk["usage"].clone();
+        }
+        let choice = &chunk["choices"][0];
+        if let Some(piece) = choice["delta"]["content"].as_str() {
+            content.push_str(piece);
+        }
+        for call in choice["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let entry = calls
+                .entry(call["index"].as_u64().unwrap_or(0))
+                .or_default();
+            if let Some(id) = call["id"].as_str() {
+                entry.0 = id.to_string();
+            }
+            entry
+                .1
+                .push_str(call["function"]["name"].as_str().unwrap_or(""));
+            entry
+                .2
+                .push_str(call["function"]["arguments"].as_str().unwrap_or(""));
+        }
+        if !choice["finish_reason"].is_null() {
+            finish = choice["finish_reason"].clone();
+        }
+    }
+    let mut message = json!({"role": "assistant", "content": content});
+    if !calls.is_empty() {
+        message["tool_calls"] = calls
+            .into_values()
+            .map(|(id, name, arguments)| {
+                json!({"id": id, "type": "function",
+                       "function": {"name": name, "arguments": arguments}})
+            })
+            .collect();
+    }
+    let body = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    })
+    .to_string();
+    let body = if malformed {
+        body[..body.len() / 2].to_string()
+    } else {
+        body
+    };
+    Whole { pause, body, cut }
+}
+
+/// Writes a whole answer: headers and body in one write, as a provider
+/// sends a short JSON answer.
+async fn serve_whole(
+    socket: &mut TcpStream,
+    whole: Whole,
+    keep_alive: bool,
+) -> std::io::Result<bool> {
+    if !whole.pause.is_zero() {
+        // (A zero sleep still waits for the timer's next tick, up to 1 ms.)
+        tokio::time::sleep(whole.pause).await;
+    }
+    let mut out = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{}\r\n",
+        whole.body.len(),
+        if keep_alive && !whole.cut {
+            ""
+        } else {
+            "connection: close\r\n"
+        },
+    );
+    if whole.cut {
+        out.push_str(&whole.body[..whole.body.len() / 2]);
+    } else {
+        out.push_str(&whole.body);
+    }
+    socket.write_all(out.as_bytes()).await?;
+    socket.flush().await?;
+    Ok(keep_alive && !whole.cut)
 }
 
 /// A `127.0.0.1` address on which nothing listens.

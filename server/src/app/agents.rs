@@ -403,6 +403,7 @@ pub async fn run_spec_with_tools(
         tools,
         limits: RunLimits::default(),
         log: log.new(slog::o!("agent_id" => agent.id.to_string())),
+        whole: false,
         usage: None,
     })
 }

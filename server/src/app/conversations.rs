@@ -279,6 +279,7 @@ pub async fn stream_chat(
         tools: Vec::new(),
         limits: RunLimits::default(),
         log: log.clone(),
+        whole: false,
         usage: Some(Box::new(metered)),
     };
     spec.fit_context();

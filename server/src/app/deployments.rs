@@ -663,6 +663,9 @@ async fn complete(
     if body.stream == Some(true) {
         return stream(cx, caller, spec, id, created, model, log);
     }
+    // Nothing is passed on before the end: the provider may answer each
+    // step in one piece.
+    spec.whole = true;
     let Collected {
         text, usage, error, ..
     } = collect(crate::runtime::run(spec)).await;

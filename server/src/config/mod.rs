@@ -397,9 +397,13 @@ impl Config {
             }
         }
         crate::mcp::config::validate(&self.mcp, &self.mcp_servers)?;
-        if self.providers.connect_timeout_secs == 0 || self.providers.idle_timeout_secs == 0 {
+        if self.providers.connect_timeout_secs == 0
+            || self.providers.idle_timeout_secs == 0
+            || self.providers.answer_timeout_secs == 0
+        {
             bail!(
-                "providers.connect_timeout_secs and providers.idle_timeout_secs must be positive"
+                "providers.connect_timeout_secs, providers.idle_timeout_secs and \
+                 providers.answer_timeout_secs must be positive"
             );
         }
         Ok(())

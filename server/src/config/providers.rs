@@ -16,6 +16,11 @@ pub struct ProvidersConfig {
     /// Longest wait for the response headers or for the next piece of an
     /// answer, in seconds.
     pub idle_timeout_secs: u64,
+    /// Longest wait for an answer asked for in one piece (an OpenAI-style
+    /// provider answering a completion its client did not stream), in
+    /// seconds: such an answer arrives only once the model has written all
+    /// of it, so the idle timeout cannot bound it.
+    pub answer_timeout_secs: u64,
     /// Retries of a request that failed before any of the answer arrived
     /// (connection errors, 429, 5xx, a stream that broke before its first
     /// piece).
@@ -32,6 +37,7 @@ impl Default for ProvidersConfig {
             offline_chunk_delay_ms: 20,
             connect_timeout_secs: 10,
             idle_timeout_secs: 120,
+            answer_timeout_secs: 600,
             max_retries: 2,
             retry_backoff_ms: 250,
         }

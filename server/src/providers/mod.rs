@@ -125,6 +125,13 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
+    /// The answer is wanted only once complete (its caller passes nothing
+    /// on before the end): a provider that can answer in one piece is
+    /// asked to (OpenAI-compatible: `stream: false`), which costs one read
+    /// and one decode instead of one per chunk. The answer still arrives
+    /// as events; [`start`] waits for it up to the policy's
+    /// `answer_timeout` instead of the idle timeout.
+    pub whole: bool,
 }
 
 /// One piece of a streamed answer.
@@ -353,7 +360,9 @@ pub async fn ask(
 /// passed on yet) is retried up to `policy.max_retries` times with
 /// exponential backoff (or the provider's `Retry-After`, at most 10 s).
 /// Every later event must arrive within `policy.idle_timeout`, else the
-/// stream ends with a [`ProviderErrorKind::Timeout`] error.
+/// stream ends with a [`ProviderErrorKind::Timeout`] error. An answer asked
+/// for in one piece ([`ChatRequest::whole`]) may take
+/// `policy.answer_timeout` to arrive.
 pub async fn start(
     model: &dyn ChatModel,
     request: &ChatRequest,
@@ -367,8 +376,13 @@ pub async fn start(
     let mut span = crate::telemetry::model_call(provider, model_name);
     let started = std::time::Instant::now();
     let mut attempt = 0u32;
+    let first_wait = if request.whole {
+        policy.answer_timeout
+    } else {
+        policy.idle_timeout
+    };
     loop {
-        let asked = tokio::time::timeout(policy.idle_timeout, model.stream(request));
+        let asked = tokio::time::timeout(first_wait, model.stream(request));
         let asked = match &span {
             Some(span) => span.run(asked).await,
             None => asked.await,
@@ -376,7 +390,11 @@ pub async fn start(
         let error = match asked {
             Err(_) => ProviderError::new(
                 ProviderErrorKind::Timeout,
-                "no response headers within the idle timeout",
+                if request.whole {
+                    "no answer within the answer timeout"
+                } else {
+                    "no response headers within the idle timeout"
+                },
             ),
             Ok(Err(e)) => e,
             Ok(Ok(mut stream)) => {

@@ -7,6 +7,12 @@
 //! (keyed by `index`; `id` and `function.name` arrive first, then pieces of
 //! `function.arguments`), `choices[0].finish_reason` at the end, and with
 //! `stream_options.include_usage` a last chunk with `usage` and no choices.
+//!
+//! An answer wanted only once complete ([`ChatRequest::whole`]) is asked
+//! for with `stream: false` and arrives as one `chat.completion` object
+//! (`choices[0].message` with `content` and `tool_calls`, `finish_reason`,
+//! `usage`), read up to [`MAX_WHOLE_ANSWER`] bytes and turned into the same
+//! events a stream would have given.
 
 use super::sse::{self, Decoder};
 use super::{
@@ -14,8 +20,13 @@ use super::{
     Role, ToolCall, Usage,
 };
 use eventsource_stream::Event;
+use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+
+/// The largest answer in one piece read from a provider (far above any
+/// model's output limit: a larger body is hostile, not an answer).
+pub const MAX_WHOLE_ANSWER: u64 = 8 * 1024 * 1024;
 
 /// A client for one model on one OpenAI-compatible endpoint.
 pub struct OpenAiClient {
@@ -81,12 +92,16 @@ impl OpenAiClient {
                 message
             })
             .collect();
-        let mut body = json!({
-            "model": self.model,
-            "messages": messages,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
+        let mut body = if request.whole {
+            json!({"model": self.model, "messages": messages, "stream": false})
+        } else {
+            json!({
+                "model": self.model,
+                "messages": messages,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            })
+        };
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -118,7 +133,14 @@ impl ChatModel for OpenAiClient {
         let mut builder = self
             .http
             .post(&self.url)
-            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .header(
+                reqwest::header::ACCEPT,
+                if request.whole {
+                    "application/json"
+                } else {
+                    "text/event-stream"
+                },
+            )
             .headers(crate::telemetry::trace_headers())
             .json(&self.body(request));
         if let Some(key) = &self.api_key {
@@ -130,6 +152,21 @@ impl ChatModel for OpenAiClient {
             .map_err(|e| ProviderError::from_reqwest(&e, false))?;
         if !response.status().is_success() {
             return Err(super::error_from_response(response, self.api_key.as_deref()).await);
+        }
+        if request.whole {
+            let body = crate::fetch::read_limited(response, MAX_WHOLE_ANSWER)
+                .await
+                .map_err(|e| match e {
+                    crate::fetch::BodyError::TooLarge(max) => {
+                        malformed(&format!("the answer is over {max} bytes"))
+                    }
+                    crate::fetch::BodyError::Read(cause) => ProviderError::new(
+                        ProviderErrorKind::Interrupted,
+                        format!("reading the answer: {cause}"),
+                    ),
+                })?;
+            let events = completion_events(&body)?;
+            return Ok(futures::stream::iter(events.into_iter().map(Ok)).boxed());
         }
         Ok(sse::decode(response, ChunkDecoder::default()))
     }
@@ -195,6 +232,74 @@ fn finish_reason(text: &str) -> FinishReason {
     }
 }
 
+/// The events of a `chat.completion` object (an answer not streamed): its
+/// text, its tool calls, its usage and why it finished, in the order a
+/// stream gives them.
+fn completion_events(body: &[u8]) -> Result<Vec<ChatEvent>, ProviderError> {
+    let completion: Value = serde_json::from_slice(body)
+        .map_err(|e| malformed(&format!("the answer is not JSON: {e}")))?;
+    if let Some(error) = completion.get("error").filter(|e| !e.is_null()) {
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("error object");
+        return Err(ProviderError::new(
+            ProviderErrorKind::Interrupted,
+            format!("error in the answer: {}", super::scrub(message, None)),
+        ));
+    }
+    let choice = match completion.get("choices") {
+        Some(Value::Array(choices)) => choices
+            .first()
+            .ok_or_else(|| malformed("the answer has no choice"))?,
+        _ => return Err(malformed("`choices` is not an array")),
+    };
+    let message = choice
+        .get("message")
+        .filter(|m| m.is_object())
+        .ok_or_else(|| malformed("the choice has no message"))?;
+    let mut out = Vec::new();
+    if let Some(text) = message.get("content").and_then(Value::as_str)
+        && !text.is_empty()
+    {
+        out.push(ChatEvent::Text(text.to_string()));
+    }
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        for call in calls {
+            let text = |p: &str| call.pointer(p).and_then(Value::as_str).unwrap_or("");
+            // Some compatible servers send the arguments as an object.
+            let arguments = match call.pointer("/function/arguments") {
+                Some(Value::String(a)) if !a.is_empty() => a.clone(),
+                Some(other @ Value::Object(_)) => other.to_string(),
+                _ => "{}".to_string(),
+            };
+            out.push(ChatEvent::ToolCall(ToolCall {
+                id: text("/id").to_string(),
+                name: text("/function/name").to_string(),
+                arguments,
+            }));
+        }
+    }
+    if let Some(reported) = completion.get("usage").filter(|u| !u.is_null()) {
+        out.push(ChatEvent::Usage(usage(reported)));
+    }
+    let reason = choice.get("finish_reason").and_then(Value::as_str);
+    out.push(ChatEvent::Finish(
+        reason.map_or(FinishReason::Stop, finish_reason),
+    ));
+    Ok(out)
+}
+
+/// A `usage` object's tokens.
+fn usage(reported: &Value) -> Usage {
+    let n = |p: &str| reported.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
+    Usage {
+        input_tokens: n("/prompt_tokens"),
+        output_tokens: n("/completion_tokens"),
+        cached_tokens: n("/prompt_tokens_details/cached_tokens"),
+    }
+}
+
 fn malformed(what: &str) -> ProviderError {
     ProviderError::new(ProviderErrorKind::Malformed, what.to_string())
 }
@@ -225,13 +330,8 @@ impl Decoder for ChunkDecoder {
             return Err(malformed("chunk is not an object"));
         }
         let mut out = Vec::new();
-        if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
-            let n = |p: &str| usage.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
-            self.usage = Some(Usage {
-                input_tokens: n("/prompt_tokens"),
-                output_tokens: n("/completion_tokens"),
-                cached_tokens: n("/prompt_tokens_details/cached_tokens"),
-            });
+        if let Some(reported) = chunk.get("usage").filter(|u| !u.is_null()) {
+            self.usage = Some(usage(reported));
         }
         let choices = match chunk.get("choices") {
             None | Some(Value::Null) => return Ok(out),
@@ -395,6 +495,7 @@ mod tests {
             }],
             max_tokens: Some(10),
             temperature: None,
+            whole: false,
         });
         assert_eq!(client.url, "http://x/v1/chat/completions");
         assert_eq!(body["stream"], true);
@@ -405,5 +506,80 @@ mod tests {
         );
         assert_eq!(body["messages"][2]["tool_call_id"], "c1");
         assert_eq!(body["tools"][0]["function"]["parameters"]["type"], "object");
+    }
+
+    #[test]
+    fn a_whole_answer_is_asked_without_streaming() {
+        let client = OpenAiClient::new(reqwest::Client::new(), "http://x/v1", None, "gpt-4o");
+        let body = client.body(&ChatRequest {
+            messages: vec![super::super::ChatMessage::user("hi")],
+            whole: true,
+            ..Default::default()
+        });
+        assert_eq!(body["stream"], false);
+        assert!(body.get("stream_options").is_none(), "{body}");
+    }
+
+    #[test]
+    fn a_whole_answer_gives_a_streams_events() {
+        let body = br#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",
+            "choices":[{"index":0,"message":{"role":"assistant","content":"Hello",
+              "tool_calls":[
+                {"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},
+                {"id":"call_2","type":"function","function":{"name":"now","arguments":""}},
+                {"id":"call_3","type":"function","function":{"name":"obj","arguments":{"a":1}}}]},
+              "finish_reason":"tool_calls"}],
+            "usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9,
+                     "prompt_tokens_details":{"cached_tokens":3}}}"#;
+        let call = |id: &str, name: &str, arguments: &str| {
+            ChatEvent::ToolCall(ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: arguments.into(),
+            })
+        };
+        assert_eq!(
+            completion_events(body).unwrap(),
+            [
+                ChatEvent::Text("Hello".into()),
+                call("call_1", "get_weather", r#"{"city":"Paris"}"#),
+                call("call_2", "now", "{}"),
+                call("call_3", "obj", r#"{"a":1}"#),
+                ChatEvent::Usage(Usage {
+                    input_tokens: 7,
+                    output_tokens: 2,
+                    cached_tokens: 3
+                }),
+                ChatEvent::Finish(FinishReason::ToolCalls),
+            ]
+        );
+        // No usage, no reason, `content: null`: a finish, nothing else.
+        assert_eq!(
+            completion_events(br#"{"choices":[{"message":{"content":null}}]}"#).unwrap(),
+            [ChatEvent::Finish(FinishReason::Stop)]
+        );
+    }
+
+    #[test]
+    fn a_malformed_whole_answer_is_an_error() {
+        for (body, kind) in [
+            (
+                &b"{\"choices\": [{\"message\""[..],
+                ProviderErrorKind::Malformed,
+            ),
+            (b"[1, 2]", ProviderErrorKind::Malformed),
+            (b"{\"choices\": []}", ProviderErrorKind::Malformed),
+            (
+                b"{\"choices\": [{\"text\": \"legacy\"}]}",
+                ProviderErrorKind::Malformed,
+            ),
+            (
+                b"{\"error\": {\"message\": \"overloaded\"}}",
+                ProviderErrorKind::Interrupted,
+            ),
+        ] {
+            let error = completion_events(body).unwrap_err();
+            assert_eq!(error.kind, kind, "{}", String::from_utf8_lossy(body));
+        }
     }
 }

@@ -16,6 +16,9 @@ pub struct RetryPolicy {
     pub max_retries: u32,
     pub backoff: Duration,
     pub idle_timeout: Duration,
+    /// Longest wait for an answer asked for in one piece
+    /// ([`super::ChatRequest::whole`]).
+    pub answer_timeout: Duration,
 }
 
 /// A model as configured, before it has its id.
@@ -146,6 +149,7 @@ impl RetryPolicy {
             max_retries: config.providers.max_retries,
             backoff: Duration::from_millis(config.providers.retry_backoff_ms),
             idle_timeout: Duration::from_secs(config.providers.idle_timeout_secs),
+            answer_timeout: Duration::from_secs(config.providers.answer_timeout_secs),
         }
     }
 }

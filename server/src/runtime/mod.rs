@@ -117,6 +117,10 @@ pub struct RunSpec {
     /// The run's metering (see `crate::usage`): fed each model step's
     /// input, text and reported usage, recorded when the run ends.
     pub usage: Option<Box<crate::usage::Metered>>,
+    /// Each step's answer is wanted only once complete (nothing of it is
+    /// shown before the end: a completion its client did not stream), so
+    /// the provider may answer in one piece ([`ChatRequest::whole`]).
+    pub whole: bool,
 }
 
 /// Starts a run; the receiver yields its events and ends after `End` or
@@ -160,6 +164,7 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
             tools: specs.clone(),
             max_tokens: spec.max_tokens.or(spec.model.max_tokens),
             temperature: spec.temperature,
+            whole: spec.whole,
         };
         // Boxed: starting (with its retries and timeouts) is a step's
         // first moments, and its state need not be part of the run's for

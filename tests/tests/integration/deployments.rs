@@ -910,3 +910,85 @@ async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
     assert_eq!(usage().await["usage"]["requests"], 4);
     cx.teardown().await;
 }
+
+/// A completion its client does not stream is asked of an OpenAI-compatible
+/// provider in one piece (`stream: false`: one read instead of one per
+/// chunk), and answers with the provider's text and tokens; a streamed one
+/// is still streamed from the provider.
+#[tokio::test]
+async fn a_completion_not_streamed_is_asked_of_the_provider_in_one_piece() {
+    use workspace_tests::fake_provider::{FakeProvider, Reply};
+    let fake = FakeProvider::with_default(Reply::openai_text(&["Whole", " answer."])).await;
+    let model = fake.model_config("fake");
+    let cx = TestContext::with_config("deployments_whole", move |c| c.models.push(model)).await;
+    let ada = cx.user("whole-ada").await;
+    let org = ada.personal_org().await;
+    let model = ada.model_id(org, "fake").await;
+    let agent = workspace_tests::resources::agent(
+        &ada.client,
+        org,
+        json!({
+            "name": "whole", "description": "answers in one piece", "agent_type": "chat",
+            "model_id": model, "params": {"system_prompt": "Be brief"}, "tools": [],
+        }),
+    )
+    .await;
+    make_ready(&cx, &ada.token, agent).await;
+    let d = deploy(
+        &cx,
+        &ada.token,
+        agent,
+        json!({"name": "whole", "channel": "api"}),
+    )
+    .await;
+    let key = d["api_key"].as_str().unwrap().to_string();
+    let asked = fake.requests().len();
+
+    let r = v1(
+        &cx,
+        &key,
+        Method::POST,
+        "/chat/completions",
+        Some(chat("Hi")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"], "Whole answer.",
+        "{answer}"
+    );
+    assert_eq!(answer["usage"]["prompt_tokens"], 11, "{answer}");
+    assert_eq!(answer["usage"]["completion_tokens"], 2, "{answer}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), asked + 1);
+    let upstream = &requests[asked];
+    assert_eq!(upstream.body["stream"], false, "{}", upstream.body);
+    assert!(upstream.body.get("stream_options").is_none());
+    assert_eq!(
+        upstream.messages().last().map(|(_, c)| c.as_str()),
+        Some("Hi")
+    );
+
+    let mut streamed = chat("Hi again");
+    streamed["stream"] = json!(true);
+    let r = v1(
+        &cx,
+        &key,
+        Method::POST,
+        "/chat/completions",
+        Some(streamed),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains(" answer.") && text.contains("[DONE]"),
+        "{text}"
+    );
+    let upstream = fake.requests().pop().unwrap();
+    assert_eq!(upstream.body["stream"], true, "{}", upstream.body);
+    cx.teardown().await;
+}

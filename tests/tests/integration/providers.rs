@@ -25,6 +25,7 @@ fn request() -> ChatRequest {
         }],
         max_tokens: Some(100),
         temperature: Some(0.2),
+        whole: false,
     }
 }
 
@@ -33,6 +34,7 @@ fn policy() -> RetryPolicy {
         max_retries: 2,
         backoff: Duration::from_millis(5),
         idle_timeout: Duration::from_secs(5),
+        answer_timeout: Duration::from_secs(5),
     }
 }
 
@@ -84,6 +86,123 @@ async fn openai_tool_call_deltas_and_usage() {
             cached_tokens: 4
         })
     );
+}
+
+/// An answer wanted only once complete is asked for with `stream: false`
+/// and read in one piece: the same events as streamed (text, tool calls,
+/// usage, finish); an answer slower than the idle timeout but within the
+/// answer timeout arrives; a cut, a malformed, a slower or an oversized
+/// one is an error of its kind (retried as a stream's would be).
+#[tokio::test]
+async fn openai_whole_answers_are_asked_unstreamed() {
+    let fake = FakeProvider::with_default(Reply::openai_tool_call("call_7", "get_weather")).await;
+    fake.keep_alive();
+    let client = OpenAiClient::new(
+        workspace_tests::http(),
+        &format!("{}/v1", fake.base_url()),
+        Some("k".into()),
+        "gpt-x",
+    );
+    let whole = ChatRequest {
+        whole: true,
+        ..request()
+    };
+    let answer = |policy: RetryPolicy| {
+        let (client, whole) = (&client, &whole);
+        async move {
+            match providers::start(client, whole, &policy, &log()).await {
+                Ok(stream) => stream.collect::<Vec<_>>().await,
+                Err(e) => vec![Err(e)],
+            }
+        }
+    };
+    let got: Vec<ChatEvent> = answer(policy())
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ChatEvent::ToolCall(ToolCall {
+                id: "call_7".into(),
+                name: "get_weather".into(),
+                arguments: "{\"city\":\"Paris\"}".into()
+            }),
+            ChatEvent::Finish(FinishReason::ToolCalls),
+        ]
+    );
+    let r = &fake.requests()[0];
+    assert_eq!(r.body["stream"], false, "{}", r.body);
+    assert!(r.body.get("stream_options").is_none(), "{}", r.body);
+    assert_eq!(r.header("accept"), Some("application/json"));
+    assert_eq!(r.body["tools"][0]["function"]["name"], "get_weather");
+
+    // Text and usage; 300 ms to answer with an idle timeout of 100 ms.
+    fake.set_default(Reply::openai_text(&["Hel", "lo"]).paced(Duration::from_millis(50)));
+    let patient = RetryPolicy {
+        idle_timeout: Duration::from_millis(100),
+        answer_timeout: Duration::from_secs(5),
+        ..policy()
+    };
+    let got: Vec<ChatEvent> = answer(patient)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ChatEvent::Text("Hello".into()),
+            ChatEvent::Usage(Usage {
+                input_tokens: 11,
+                output_tokens: 2,
+                cached_tokens: 4
+            }),
+            ChatEvent::Finish(FinishReason::Stop),
+        ]
+    );
+
+    // Beyond the answer timeout: a timeout (retried, then given up).
+    let impatient = RetryPolicy {
+        max_retries: 1,
+        idle_timeout: Duration::from_secs(5),
+        answer_timeout: Duration::from_millis(100),
+        ..policy()
+    };
+    let before = fake.requests().len();
+    let got = answer(impatient).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].as_ref().unwrap_err().kind,
+        ProviderErrorKind::Timeout
+    );
+    assert_eq!(fake.requests().len() - before, 2, "one retry");
+
+    // Cut off (retried, then given up) and malformed (not retried):
+    // errors of their kind.
+    for (reply, kind) in [
+        (
+            Reply::openai_text(&["a", "b"]).drop_after(3),
+            ProviderErrorKind::Interrupted,
+        ),
+        (
+            Reply::openai_text(&["a", "b"]).malformed_at(2),
+            ProviderErrorKind::Malformed,
+        ),
+    ] {
+        fake.set_default(reply);
+        let got = answer(policy()).await;
+        assert_eq!(got[0].as_ref().unwrap_err().kind, kind);
+    }
+
+    // Larger than 8 MiB: refused before it is all read.
+    let huge = "x".repeat(9 * 1024 * 1024);
+    fake.set_default(Reply::openai_text(&[&huge]));
+    let got = answer(policy()).await;
+    let error = got[0].as_ref().unwrap_err();
+    assert_eq!(error.kind, ProviderErrorKind::Malformed);
+    assert!(error.detail.contains("over 8388608 bytes"), "{error:?}");
 }
 
 #[tokio::test]

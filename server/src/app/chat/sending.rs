@@ -459,6 +459,7 @@ async fn ask(
             tools: Vec::new(),
             limits: RunLimits::default(),
             log: log.clone(),
+            whole: false,
             usage: None,
         },
     };
@@ -797,6 +798,7 @@ pub async fn prompt(
             ..RunLimits::default()
         },
         log: access.log().clone(),
+        whole: false,
         usage: None,
     };
     crate::app::usage::meter(cx, crate::app::usage::member(access), "prompt", &mut spec)

@@ -262,6 +262,7 @@ pub(super) async fn answer(
                 ..RunLimits::default()
             },
             log,
+            whole: false,
             usage: Some(Box::new(metered)),
         };
         answer.run(spec).await;
