@@ -423,11 +423,11 @@ fn cpu_ms(pid: u32) -> f64 {
 /// mock OpenAI-compatible provider, at 8 connections: completions per
 /// second and the server's CPU time per completion, beside the mock's own
 /// rate driven the same way. A fresh deployment per measurement (a key's
-/// limit is at most 100,000 a minute).
+/// limit is at most 100,000 a minute). With `BENCH_BASELINE`, the same on
+/// that binary (its own database) in the same rounds, and this build's CPU
+/// per completion over the baseline's.
 async fn deployment_figures(
     cx: &TestContext,
-    user: &workspace_tests::TestUser,
-    org: uuid::Uuid,
     fake: &FakeProvider,
     secs: Duration,
     rounds: usize,
@@ -445,27 +445,31 @@ async fn deployment_figures(
     )
     .expect("config");
     let (server, base) = start_binary_configured(&cx.db_url, None, Some(&config)).await;
-    let model = user.model_id(org, "fake").await;
-    let agent = workspace_tests::resources::agent(
-        &user.client,
-        org,
-        serde_json::json!({
-            "name": "bench", "description": "benchmark", "agent_type": "chat",
-            "model_id": model, "params": {"system_prompt": "Be brief", "max_tokens": 64},
-            "tools": [],
-        }),
-    )
-    .await;
-    let (status, tested) = workspace_tests::req(
-        &cx.base_url,
-        &user.token,
-        reqwest::Method::POST,
-        "/api/agents/test",
-        &[("agent_id", agent.to_string())],
-        Some(serde_json::json!({"message": "hello"})),
-    )
-    .await;
-    assert_eq!(status, 200, "{tested}");
+    // A user of its own: the first one's access token may have expired
+    // during the endpoints' rounds.
+    let user = cx.user("bench-deploy").await;
+    let org = user.personal_org().await;
+    let mut targets = vec![
+        DeployTarget::new(
+            "this build",
+            &server,
+            base,
+            user.client.clone(),
+            &user.token,
+            org,
+        )
+        .await,
+    ];
+    let baseline_server = match std::env::var("BENCH_BASELINE") {
+        Ok(bin) if !bin.is_empty() => {
+            let (process, base, token, org) =
+                baseline(cx, &bin, "bench_api_baseline_deploy", Some(&config)).await;
+            let client = workspace_client::Client::authenticated(&base, &token).expect("client");
+            targets.push(DeployTarget::new("baseline", &process, base, client, &token, org).await);
+            Some(process)
+        }
+        _ => None,
+    };
     let connections = 8;
     let mock_body = serde_json::json!({
         "model": "fake-upstream", "stream": true,
@@ -477,42 +481,75 @@ async fn deployment_figures(
          (not streamed), {connections} connections, a mock provider on 127.0.0.1"
     );
     println!(
-        "{:>5} | {:>13} {:>7} {:>7} {:>6} | {:>13} | {:>12}",
-        "round", "completions/s", "p50 ms", "p99 ms", "errors", "CPU ms/compl.", "mock req/s"
+        "{:>5} {:>10} | {:>13} {:>7} {:>7} {:>6} | {:>13} | {:>12}",
+        "round",
+        "server",
+        "completions/s",
+        "p50 ms",
+        "p99 ms",
+        "errors",
+        "CPU ms/compl.",
+        "mock req/s"
     );
-    let mut cpu = Vec::new();
+    let mut cpu = vec![Vec::new(); targets.len()];
     for round in 1..=rounds {
-        let (key, body) = deployed(user, agent, &base, &format!("bench {round}")).await;
-        let url = format!("{base}/api/agent_deploy/v1/chat/completions");
-        let before = cpu_ms(server.0.id());
-        let served = if use_wrk {
-            wrk_with(&url, &key, Some(&body), connections, secs).expect("wrk's report")
-        } else {
-            drive_with(&url, &key, Some(&body), connections, secs).await
-        };
-        let per_request = (cpu_ms(server.0.id()) - before) / (served.rate * secs.as_secs_f64());
-        let mock_url = format!("{}/v1/chat/completions", fake.base_url());
-        let mock = if use_wrk {
-            wrk_with(&mock_url, "sk-test", Some(&mock_body), connections, secs)
-                .expect("wrk's report")
-        } else {
-            drive_with(&mock_url, "sk-test", Some(&mock_body), connections, secs).await
-        };
-        println!(
-            "{round:>5} | {:>13.0} {:>7.2} {:>7.2} {:>6} | {:>13.3} | {:>12.0}",
-            served.rate, served.p50_ms, served.p99_ms, served.errors, per_request, mock.rate
-        );
-        cpu.push(per_request);
+        for (target, cpu) in targets.iter().zip(&mut cpu) {
+            let (key, body) = deployed(
+                &target.client,
+                target.agent,
+                &target.base,
+                &format!("bench {round}"),
+            )
+            .await;
+            let url = format!("{}/api/agent_deploy/v1/chat/completions", target.base);
+            let before = cpu_ms(target.pid);
+            let served = if use_wrk {
+                wrk_with(&url, &key, Some(&body), connections, secs).expect("wrk's report")
+            } else {
+                drive_with(&url, &key, Some(&body), connections, secs).await
+            };
+            let per_request = (cpu_ms(target.pid) - before) / (served.rate * secs.as_secs_f64());
+            let mock_url = format!("{}/v1/chat/completions", fake.base_url());
+            let mock = if use_wrk {
+                wrk_with(&mock_url, "sk-test", Some(&mock_body), connections, secs)
+                    .expect("wrk's report")
+            } else {
+                drive_with(&mock_url, "sk-test", Some(&mock_body), connections, secs).await
+            };
+            println!(
+                "{round:>5} {:>10} | {:>13.0} {:>7.2} {:>7.2} {:>6} | {:>13.3} | {:>12.0}",
+                target.label,
+                served.rate,
+                served.p50_ms,
+                served.p99_ms,
+                served.errors,
+                per_request,
+                mock.rate
+            );
+            cpu.push(per_request);
+        }
     }
-    cpu.sort_by(f64::total_cmp);
-    println!(
-        "server CPU per completion, median of {rounds}: {:.3} ms",
-        cpu[cpu.len() / 2]
-    );
+    for (target, cpu) in targets.iter().zip(&cpu) {
+        let mut sorted = cpu.clone();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "server CPU per completion ({}), median of {rounds}: {:.3} ms",
+            target.label,
+            sorted[sorted.len() / 2]
+        );
+    }
+    if let [this, before] = &cpu[..] {
+        println!(
+            "CPU per completion, this build over the baseline: {}",
+            ratios(this, before)
+        );
+    }
     if std::env::var("BENCH_PERF").is_ok_and(|v| v == "1") {
-        let (key, body) = deployed(user, agent, &base, "bench profiled").await;
-        let url = format!("{base}/api/agent_deploy/v1/chat/completions");
-        profiled("the deployment endpoint", server.0.id(), secs, async {
+        let target = &targets[0];
+        let (key, body) =
+            deployed(&target.client, target.agent, &target.base, "bench profiled").await;
+        let url = format!("{}/api/agent_deploy/v1/chat/completions", target.base);
+        profiled("the deployment endpoint", target.pid, secs, async {
             if use_wrk {
                 wrk_with(&url, &key, Some(&body), connections, secs);
             } else {
@@ -521,19 +558,70 @@ async fn deployment_figures(
         })
         .await;
     }
+    drop(baseline_server);
     drop(server);
+}
+
+/// A server the deployment benchmark drives: an agent on the mock's model,
+/// tested (deployable).
+struct DeployTarget {
+    label: &'static str,
+    pid: u32,
+    base: String,
+    client: workspace_client::Client,
+    agent: uuid::Uuid,
+}
+
+impl DeployTarget {
+    async fn new(
+        label: &'static str,
+        server: &ServerProcess,
+        base: String,
+        client: workspace_client::Client,
+        token: &str,
+        org: uuid::Uuid,
+    ) -> DeployTarget {
+        let model = workspace_tests::resources::model_id(&client, org, "fake").await;
+        let agent = workspace_tests::resources::agent(
+            &client,
+            org,
+            serde_json::json!({
+                "name": "bench", "description": "benchmark", "agent_type": "chat",
+                "model_id": model, "params": {"system_prompt": "Be brief", "max_tokens": 64},
+                "tools": [],
+            }),
+        )
+        .await;
+        let (status, tested) = workspace_tests::req(
+            &base,
+            token,
+            reqwest::Method::POST,
+            "/api/agents/test",
+            &[("agent_id", agent.to_string())],
+            Some(serde_json::json!({"message": "hello"})),
+        )
+        .await;
+        assert_eq!(status, 200, "{tested}");
+        DeployTarget {
+            label,
+            pid: server.0.id(),
+            base,
+            client,
+            agent,
+        }
+    }
 }
 
 /// A new deployment of `agent` named `name` (the largest rate limit): its
 /// key and a chat completion's body for it.
 async fn deployed(
-    user: &workspace_tests::TestUser,
+    client: &workspace_client::Client,
     agent: uuid::Uuid,
     base: &str,
     name: &str,
 ) -> (String, String) {
     let deployment = workspace_tests::resources::deployment(
-        &user.client,
+        client,
         agent,
         serde_json::json!({"name": name, "channel": "sdk", "rate_limit_per_minute": 100_000}),
     )
@@ -684,11 +772,16 @@ async fn start_binary_at(
 }
 
 /// `BENCH_BASELINE`: that binary (an earlier build) on a database of its
-/// own, which it migrates, seeded like the main one through its API (one
-/// user, [`CONVERSATIONS`] conversations): the server, its base URL, the
-/// user's access token and organization.
-async fn baseline(cx: &TestContext, bin: &str) -> (ServerProcess, String, String, uuid::Uuid) {
-    let dbname = "bench_api_baseline";
+/// own (`dbname`), which it migrates, seeded like the main one through its
+/// API (one user, [`CONVERSATIONS`] conversations), with `config` when
+/// given: the server, its base URL, the user's access token and
+/// organization.
+async fn baseline(
+    cx: &TestContext,
+    bin: &str,
+    dbname: &str,
+    config: Option<&std::path::Path>,
+) -> (ServerProcess, String, String, uuid::Uuid) {
     let admin_db = cx.admin_db().await;
     for statement in [
         format!("DROP DATABASE IF EXISTS {dbname} WITH (FORCE)"),
@@ -701,7 +794,7 @@ async fn baseline(cx: &TestContext, bin: &str) -> (ServerProcess, String, String
     }
     let admin = workspace_tests::admin_url().expect("the admin URL");
     let url = workspace_tests::url_for(&admin, dbname).expect("the baseline's URL");
-    let (process, base) = start_binary_at(bin, &url, None, None).await;
+    let (process, base) = start_binary_at(bin, &url, None, config).await;
     let anon = workspace_client::Client::anonymous(&base).expect("client");
     let email = "baseline@example.com".to_string();
     let password = "a long baseline password 42".to_string();
@@ -907,7 +1000,7 @@ async fn main() {
     // `BENCH_BASELINE`: the same two endpoints on an earlier build, driven
     // in the same rounds (no pgbench of their own: an empty script).
     let baseline = match std::env::var("BENCH_BASELINE") {
-        Ok(bin) if !bin.is_empty() => Some(baseline(&cx, &bin).await),
+        Ok(bin) if !bin.is_empty() => Some(baseline(&cx, &bin, "bench_api_baseline", None).await),
         _ => None,
     };
     let baseline_token = baseline
@@ -1096,7 +1189,7 @@ async fn main() {
     }
     drop(server);
     if !std::env::var("BENCH_DEPLOY").is_ok_and(|v| v == "0") {
-        deployment_figures(&cx, &user, org, &fake, secs, rounds, use_wrk).await;
+        deployment_figures(&cx, &fake, secs, rounds, use_wrk).await;
     }
     cx.teardown().await;
 }

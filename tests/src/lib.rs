@@ -221,19 +221,7 @@ impl TestUser {
 
     /// The id of the model `name` in `org`'s catalog.
     pub async fn model_id(&self, org: Uuid, name: &str) -> Uuid {
-        let models = self
-            .client
-            .models_list()
-            .org_id(org)
-            .send()
-            .await
-            .expect("models_list")
-            .into_inner();
-        models
-            .iter()
-            .find(|m| m.name == name)
-            .unwrap_or_else(|| panic!("no model {name} in {models:?}"))
-            .id
+        resources::model_id(&self.client, org, name).await
     }
 
     /// A team organization `name`, created (and owned) by this user.

@@ -14,6 +14,22 @@ pub fn client_for(base_url: &str, token: &str) -> Client {
     Client::authenticated(base_url, token).expect("a client")
 }
 
+/// The id of the model named `name` offered to `org`.
+pub async fn model_id(client: &Client, org: Uuid, name: &str) -> Uuid {
+    let models = client
+        .models_list()
+        .org_id(org)
+        .send()
+        .await
+        .expect("models/list")
+        .into_inner();
+    models
+        .iter()
+        .find(|m| m.name == name)
+        .unwrap_or_else(|| panic!("no model {name} in {models:?}"))
+        .id
+}
+
 /// The id of the offline model, offered to every organization.
 pub async fn offline_model(client: &Client, org: Uuid) -> Uuid {
     client

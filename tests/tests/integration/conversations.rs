@@ -12,6 +12,7 @@ use workspace_client::types::{
 };
 use workspace_server::config::{Config, ModelConfig, ProviderKind};
 use workspace_tests::fake_provider::{FakeProvider, Reply, closed_port_url};
+use workspace_tests::resources::model_id;
 use workspace_tests::sse::{EventReader, NumberedReader, content};
 use workspace_tests::{TestContext, error_of, too_many_requests, ws};
 
@@ -33,21 +34,6 @@ fn add_model(config: &mut Config, name: &str, kind: ProviderKind, base_url: Stri
         max_tokens: None,
         context_tokens: None,
     });
-}
-
-async fn model_id(client: &Client, org: Uuid, name: &str) -> Uuid {
-    let models = client
-        .models_list()
-        .org_id(org)
-        .send()
-        .await
-        .unwrap()
-        .into_inner();
-    models
-        .iter()
-        .find(|m| m.name == name)
-        .unwrap_or_else(|| panic!("no model {name} in {models:?}"))
-        .id
 }
 
 async fn conversation(client: &Client, org: Uuid, title: &str) -> Uuid {
