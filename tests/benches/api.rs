@@ -40,7 +40,9 @@
 //! `BENCH_BASELINE=<binary>` adds `conversation/list` and `users/me` on
 //! another build of the server (say, the commit before tracing existed),
 //! on a database of its own seeded the same way, in the same rounds, and
-//! prints this build's throughput (tracing off) over the baseline's.
+//! prints this build's throughput (tracing off) over the baseline's; and
+//! the deployment endpoint on it too (another database, the same mock),
+//! printing this build's CPU per completion over the baseline's.
 //!
 //! `BENCH_ONLY=deploy` measures the deployment endpoint alone.
 //!
