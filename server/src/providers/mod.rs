@@ -1,7 +1,9 @@
 //! Language-model providers behind one streaming interface, [`ChatModel`].
 //!
-//! - [`openai`]: OpenAI chat completions with `stream: true`, which also
-//!   serves DeepSeek, Gemini's OpenAI-compatible endpoint, Ollama and vLLM;
+//! - [`openai`]: OpenAI chat completions with `stream: true` (`false` for
+//!   an answer wanted only once complete, [`ChatRequest::whole`]), which
+//!   also serves DeepSeek, Gemini's OpenAI-compatible endpoint, Ollama and
+//!   vLLM;
 //! - [`anthropic`]: Anthropic's Messages API;
 //! - [`offline`]: the built-in development model, which answers without a
 //!   network so the server streams with zero configuration.
