@@ -159,13 +159,15 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
                     .sum(),
             );
         }
-        let request = ChatRequest {
+        // Boxed, as the start below: the request lives only while the
+        // step starts, and need not be part of the run's state.
+        let request = Box::new(ChatRequest {
             messages: messages.clone(),
             tools: specs.clone(),
             max_tokens: spec.max_tokens.or(spec.model.max_tokens),
             temperature: spec.temperature,
             whole: spec.whole,
-        };
+        });
         // Boxed: starting (with its retries and timeouts) is a step's
         // first moments, and its state need not be part of the run's for
         // the whole answer.
