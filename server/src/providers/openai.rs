@@ -239,14 +239,7 @@ fn completion_events(body: &[u8]) -> Result<Vec<ChatEvent>, ProviderError> {
     let completion: Value = serde_json::from_slice(body)
         .map_err(|e| malformed(&format!("the answer is not JSON: {e}")))?;
     if let Some(error) = completion.get("error").filter(|e| !e.is_null()) {
-        let message = error
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or("error object");
-        return Err(ProviderError::new(
-            ProviderErrorKind::Interrupted,
-            format!("error in the answer: {}", super::scrub(message, None)),
-        ));
+        return Err(reported_error(error, "the answer"));
     }
     let choice = match completion.get("choices") {
         Some(Value::Array(choices)) => choices
@@ -290,6 +283,19 @@ fn completion_events(body: &[u8]) -> Result<Vec<ChatEvent>, ProviderError> {
     Ok(out)
 }
 
+/// A failure the provider reported inside an answer (`{"error":
+/// {"message": …}}` in a chunk or a whole answer): the answer broke off.
+fn reported_error(error: &Value, place: &str) -> ProviderError {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("no message");
+    ProviderError::new(
+        ProviderErrorKind::Interrupted,
+        format!("error in {place}: {}", super::scrub(message, None)),
+    )
+}
+
 /// A `usage` object's tokens.
 fn usage(reported: &Value) -> Usage {
     let n = |p: &str| reported.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
@@ -317,14 +323,7 @@ impl Decoder for ChunkDecoder {
         let chunk = sse::json(event)?;
         if let Some(error) = chunk.get("error") {
             // Some servers report a failure inside the stream.
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("error event");
-            return Err(ProviderError::new(
-                ProviderErrorKind::Interrupted,
-                format!("error in stream: {}", super::scrub(message, None)),
-            ));
+            return Err(reported_error(error, "stream"));
         }
         if !chunk.is_object() {
             return Err(malformed("chunk is not an object"));
