@@ -8,15 +8,17 @@
 //! Off (no `telemetry.otlp_endpoint`), nothing is created: every hook
 //! checks one relaxed atomic load first and does nothing more.
 //!
-//! Spans are batched and sent by the SDK's own thread; the exporter's
-//! HTTP goes through this server's reqwest on its tokio runtime (answers
-//! bounded, 10 s timeout), never a second HTTP stack.
+//! Spans are batched by the SDK's own thread, which encodes them (see
+//! [`otlp`]); the HTTP goes through this server's reqwest on its tokio
+//! runtime (answers bounded, 10 s timeout), never a second HTTP stack.
 
 use opentelemetry::trace::{FutureExt as _, SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue, global};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+mod otlp;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
@@ -68,26 +70,33 @@ pub struct Telemetry {
 impl Telemetry {
     /// Starts exporting spans when `config` names a collector.
     pub fn start(config: &TelemetryConfig, log: &slog::Logger) -> anyhow::Result<Telemetry> {
-        use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
         let Some(endpoint) = config.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) else {
             return Ok(Telemetry { provider: None });
         };
         let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
-        let client = OtlpHttp {
-            client: reqwest::Client::builder()
-                .timeout(std::time::Duration::from_secs(10))
-                .redirect(reqwest::redirect::Policy::none())
-                .build()?,
-            runtime: tokio::runtime::Handle::current(),
-        };
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(client)
-            .with_endpoint(url.clone())
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_timeout(std::time::Duration::from_secs(10))
-            .with_headers(config.headers.clone().into_iter().collect())
-            .build()?;
+        let mut headers = http::HeaderMap::new();
+        for (name, value) in &config.headers {
+            let parsed = (
+                http::HeaderName::from_bytes(name.as_bytes()),
+                http::HeaderValue::from_str(value),
+            );
+            let (Ok(name), Ok(value)) = parsed else {
+                anyhow::bail!("telemetry.headers: `{name}` is not a valid HTTP header");
+            };
+            headers.insert(name, value);
+        }
+        // The standard variables, the traces' own first (as the SDK reads them).
+        if let Some(list) = [
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            "OTEL_EXPORTER_OTLP_HEADERS",
+        ]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok())
+        {
+            otlp::parse_header_list(&list, &mut headers)
+                .map_err(|why| anyhow::anyhow!("OTEL_EXPORTER_OTLP_HEADERS: {why}"))?;
+        }
+        let exporter = otlp::Exporter::new(&url, headers)?;
         let resource = opentelemetry_sdk::Resource::builder()
             .with_service_name(
                 config
@@ -146,37 +155,6 @@ impl Drop for Telemetry {
             }
             let _ = provider.shutdown();
         }
-    }
-}
-
-/// The exporter's HTTP client: this server's reqwest, run on its tokio
-/// runtime (the SDK's batch thread has none).
-#[derive(Debug)]
-struct OtlpHttp {
-    client: reqwest::Client,
-    runtime: tokio::runtime::Handle,
-}
-
-#[async_trait::async_trait]
-impl opentelemetry_http::HttpClient for OtlpHttp {
-    async fn send_bytes(
-        &self,
-        request: http::Request<bytes::Bytes>,
-    ) -> Result<http::Response<bytes::Bytes>, opentelemetry_http::HttpError> {
-        let client = self.client.clone();
-        let request = reqwest::Request::try_from(request)?;
-        self.runtime
-            .spawn(async move {
-                let response = client.execute(request).await?;
-                let mut builder = http::Response::builder().status(response.status());
-                for (name, value) in response.headers() {
-                    builder = builder.header(name, value);
-                }
-                // A collector's answer is small; never read more than 64 kB.
-                let body = crate::fetch::read_limited(response, 64 * 1024).await?;
-                Ok::<_, opentelemetry_http::HttpError>(builder.body(body)?)
-            })
-            .await?
     }
 }
 

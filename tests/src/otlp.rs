@@ -16,27 +16,52 @@ pub struct Collector {
     spans: Arc<Mutex<Vec<Span>>>,
     /// Every export request: its request line and content type.
     pub requests: Arc<Mutex<Vec<(String, String)>>>,
+    /// Every export request's head (request line and headers), refused
+    /// ones included.
+    pub heads: Arc<Mutex<Vec<String>>>,
+    /// Answers given (in order) to the next exports instead of accepting
+    /// them: a throttling or failing collector.
+    refusals: Arc<Mutex<std::collections::VecDeque<String>>>,
 }
 
 impl Collector {
     pub async fn start() -> Collector {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let spans = Arc::new(Mutex::new(Vec::new()));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (s, r) = (spans.clone(), requests.clone());
+        let collector = Collector {
+            url,
+            spans: Default::default(),
+            requests: Default::default(),
+            heads: Default::default(),
+            refusals: Default::default(),
+        };
+        let shared = collector.shared();
         tokio::spawn(async move {
             loop {
                 let Ok((conn, _)) = listener.accept().await else {
                     return;
                 };
-                tokio::spawn(serve(conn, s.clone(), r.clone()));
+                tokio::spawn(serve(conn, shared.clone()));
             }
         });
-        Collector {
-            url,
-            spans,
-            requests,
+        collector
+    }
+
+    /// Answers the next exports with `answers` (whole HTTP responses, such
+    /// as `503` or `429` with `Retry-After`), in order, then accepts again.
+    pub fn refuse_next(&self, answers: &[&str]) {
+        self.refusals
+            .lock()
+            .unwrap()
+            .extend(answers.iter().map(|a| a.to_string()));
+    }
+
+    fn shared(&self) -> Shared {
+        Shared {
+            spans: self.spans.clone(),
+            requests: self.requests.clone(),
+            heads: self.heads.clone(),
+            refusals: self.refusals.clone(),
         }
     }
 
@@ -46,14 +71,26 @@ impl Collector {
     }
 }
 
-/// Serves one keep-alive connection: `POST /v1/traces` bodies decoded as
-/// `ExportTraceServiceRequest`, each answered `200` with an empty
-/// `ExportTraceServiceResponse`.
-async fn serve(
-    mut conn: tokio::net::TcpStream,
+/// What the connections' tasks share with the [`Collector`].
+#[derive(Clone)]
+struct Shared {
     spans: Arc<Mutex<Vec<Span>>>,
     requests: Arc<Mutex<Vec<(String, String)>>>,
-) {
+    heads: Arc<Mutex<Vec<String>>>,
+    refusals: Arc<Mutex<std::collections::VecDeque<String>>>,
+}
+
+/// Serves one keep-alive connection: `POST /v1/traces` bodies decoded as
+/// `ExportTraceServiceRequest`, each answered `200` with an empty
+/// `ExportTraceServiceResponse` (or, while refusals are queued, with the
+/// next of them, the body discarded).
+async fn serve(mut conn: tokio::net::TcpStream, shared: Shared) {
+    let Shared {
+        spans,
+        requests,
+        heads,
+        refusals,
+    } = shared;
     let mut buffer = Vec::new();
     loop {
         let head_end = loop {
@@ -89,6 +126,14 @@ async fn serve(
         }
         let body: Vec<u8> = buffer[head_end..head_end + length].to_vec();
         buffer.drain(..head_end + length);
+        heads.lock().unwrap().push(head.clone());
+        let refusal = refusals.lock().unwrap().pop_front();
+        if let Some(refusal) = refusal {
+            if conn.write_all(refusal.as_bytes()).await.is_err() {
+                return;
+            }
+            continue;
+        }
         requests
             .lock()
             .unwrap()

@@ -635,3 +635,60 @@ async fn a_zero_sample_ratio_records_only_what_callers_sample() {
             .collect::<Vec<_>>()
     );
 }
+
+/// The exporter as a collector sees it: protobuf posted to `/v1/traces`
+/// with the configured headers; a throttled (`429` with `Retry-After`) or
+/// unavailable (`503`) collector is retried, and the batch arrives once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttling_collector_gets_the_batch_again_with_the_configured_headers() {
+    let collector = Collector::start().await;
+    collector.refuse_next(&[
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n",
+        "HTTP/1.1 429 Too Many Requests\r\nretry-after: 0\r\ncontent-length: 0\r\n\r\n",
+    ]);
+    let endpoint = collector.url.clone();
+    let cx = TestContext::with_config("telemetry_retried", move |c| {
+        c.telemetry.otlp_endpoint = Some(endpoint);
+        c.telemetry
+            .headers
+            .insert("x-collector-key".into(), "k-7f3a".into());
+    })
+    .await;
+    let ada = cx.user("ada-retried").await;
+    let trace_id = "cccccccccccccccccccccccccccccccc";
+    let response = workspace_tests::http()
+        .get(format!("{}/api/users/me", cx.base_url))
+        .bearer_auth(&ada.token)
+        .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    // Shutting down flushes the batch: refused twice, then accepted.
+    cx.teardown().await;
+    let heads = collector.heads.lock().unwrap().clone();
+    assert!(
+        heads.len() >= 3,
+        "two refusals and an accepted export: {heads:?}"
+    );
+    for head in &heads {
+        let lower = head.to_ascii_lowercase();
+        assert!(lower.starts_with("post /v1/traces "), "{head}");
+        assert!(
+            lower.contains("content-type: application/x-protobuf"),
+            "{head}"
+        );
+        assert!(lower.contains("x-collector-key: k-7f3a"), "{head}");
+    }
+    let spans = collector.spans();
+    let request_spans: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "GET /api/users/me" && hex(&s.trace_id) == trace_id)
+        .collect();
+    assert_eq!(
+        request_spans.len(),
+        1,
+        "the request's span arrives once: {:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+}
