@@ -185,31 +185,56 @@ impl opentelemetry::propagation::Injector for HeaderWriter<'_> {
     }
 }
 
-/// The route template of an operation (`/api/chat/{id}`-style paths, as
-/// the published document writes them), for span names; read once from
-/// the API's description, and only while tracing is on.
-pub fn route_of(operation_id: &str) -> &'static str {
-    static ROUTES: std::sync::LazyLock<std::collections::HashMap<String, &'static str>> =
+/// What a request's span names, per operation: read once from the API's
+/// description, and only while tracing is on.
+#[derive(Clone, Copy)]
+pub struct Route {
+    /// The route template (`/api/chat/{id}`-style paths, as the published
+    /// document writes them).
+    pub template: &'static str,
+    /// The span's name: `{METHOD} {template}`.
+    name: &'static str,
+    /// The method.
+    method: &'static str,
+    /// The operation's id.
+    operation_id: &'static str,
+}
+
+/// The route of an operation (`None` while tracing is off or for an
+/// operation the document does not have).
+pub fn route_of(operation_id: &str) -> Option<Route> {
+    static ROUTES: std::sync::LazyLock<std::collections::HashMap<&'static str, Route>> =
         std::sync::LazyLock::new(|| {
             let mut routes = std::collections::HashMap::new();
             let document = workspace_api::openapi_document();
+            let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
             for (path, item) in document.paths.paths.iter() {
                 let openapiv3::ReferenceOr::Item(item) = item else {
                     continue;
                 };
-                let path: &'static str = Box::leak(path.clone().into_boxed_str());
-                for (_, op) in item.iter() {
+                let template = leak(path.clone());
+                for (method, op) in item.iter() {
                     if let Some(id) = &op.operation_id {
-                        routes.insert(id.clone(), path);
+                        let method = leak(method.to_ascii_uppercase());
+                        let operation_id = leak(id.clone());
+                        routes.insert(
+                            operation_id,
+                            Route {
+                                template,
+                                name: leak(format!("{method} {template}")),
+                                method,
+                                operation_id,
+                            },
+                        );
                     }
                 }
             }
             routes
         });
     if !enabled() {
-        return "";
+        return None;
     }
-    ROUTES.get(operation_id).copied().unwrap_or("unknown")
+    ROUTES.get(operation_id).copied()
 }
 
 /// A request's span, ended by [`RequestSpan::end`] with its status.
@@ -218,25 +243,27 @@ pub struct RequestSpan {
 }
 
 /// Starts the span of a request (`None` while tracing is off): a child of
-/// the request's `traceparent` when it has a valid one.
-pub fn request_span(
-    headers: &http::HeaderMap,
-    method: &str,
-    route: &str,
-    operation_id: &str,
-) -> Option<RequestSpan> {
+/// the request's `traceparent` when it has a valid one. Its name and
+/// attributes are the route's static strings (no allocation).
+pub fn request_span(headers: &http::HeaderMap, route: Option<Route>) -> Option<RequestSpan> {
     if !enabled() {
         return None;
     }
+    let route = route.unwrap_or(Route {
+        template: "unknown",
+        name: "unknown",
+        method: "unknown",
+        operation_id: "unknown",
+    });
     let parent = global::get_text_map_propagator(|p| p.extract(&HeaderReader(headers)));
     let tracer = tracer()?;
     let span = tracer
-        .span_builder(format!("{method} {route}"))
+        .span_builder(route.name)
         .with_kind(SpanKind::Server)
         .with_attributes([
-            KeyValue::new("http.request.method", method.to_string()),
-            KeyValue::new("http.route", route.to_string()),
-            KeyValue::new("workspace.operation_id", operation_id.to_string()),
+            KeyValue::new("http.request.method", route.method),
+            KeyValue::new("http.route", route.template),
+            KeyValue::new("workspace.operation_id", route.operation_id),
         ])
         .start_with_context(&tracer, &parent);
     Some(RequestSpan {

@@ -161,9 +161,7 @@ impl Probe {
         let operation = &rqctx.endpoint.operation_id;
         let trace = crate::telemetry::request_span(
             rqctx.request.headers(),
-            rqctx.request.method().as_str(),
             crate::telemetry::route_of(operation),
-            operation,
         );
         // Log lines about the request carry its trace, dropshot's
         // "request completed" line too.
