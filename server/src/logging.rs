@@ -39,25 +39,38 @@ const SECRET_PARAMS: &[&str] = &[
 const SECRET_PATH_PREFIXES: &[&str] = &["/api/mcp/gateway/", "/share/wsshare_"];
 
 /// Replaces the segment after each [`SECRET_PATH_PREFIXES`] prefix (up to
-/// the next `/`, `?`, `#`, quote or white space) with `[redacted]`.
+/// the next `/`, `?`, `#`, quote or white space) with `[redacted]`, in the
+/// order they appear. Every value of every log line passes here: a value
+/// without `/` (most: ids, numbers, names) is decided by one byte scan,
+/// and nothing is copied or lower-cased unless a prefix is found.
 fn redact_path(value: &str) -> Cow<'_, str> {
-    let lower = value.to_ascii_lowercase();
+    let bytes = value.as_bytes();
     let mut out: Option<String> = None;
     let mut copied = 0;
-    for prefix in SECRET_PATH_PREFIXES {
-        for (at, _) in lower.match_indices(prefix) {
-            let start = at + prefix.len();
-            let end = value[start..]
-                .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'') || c.is_whitespace())
-                .map_or(value.len(), |e| start + e);
-            if end == start || start < copied {
-                continue;
-            }
-            let buf = out.get_or_insert_with(String::new);
-            buf.push_str(&value[copied..start]);
-            buf.push_str("[redacted]");
-            copied = end;
+    let mut from = 0;
+    while let Some(slash) = bytes[from..].iter().position(|&b| b == b'/') {
+        let at = from + slash;
+        from = at + 1;
+        // The prefixes are ASCII: a match ends on a character boundary.
+        let Some(prefix) = SECRET_PATH_PREFIXES.iter().find(|p| {
+            bytes
+                .get(at..at + p.len())
+                .is_some_and(|b| b.eq_ignore_ascii_case(p.as_bytes()))
+        }) else {
+            continue;
+        };
+        let start = at + prefix.len();
+        let end = value[start..]
+            .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'') || c.is_whitespace())
+            .map_or(value.len(), |e| start + e);
+        if end == start {
+            continue;
         }
+        let buf = out.get_or_insert_with(String::new);
+        buf.push_str(&value[copied..start]);
+        buf.push_str("[redacted]");
+        copied = end;
+        from = end;
     }
     match out {
         Some(mut buf) => {
@@ -389,6 +402,18 @@ mod tests {
             redact_query("/api/mcp/list_servers?org_id=1"),
             Cow::Borrowed(_)
         ));
+        // Both kinds in one value, whichever comes first (a share link
+        // before a gateway's was once left whole), and one repeated.
+        assert_eq!(
+            redact_query("/share/wsshare_S1 then /API/mcp/gateway/g2 and /share/WSSHARE_s3/x"),
+            "/share/wsshare_[redacted] then /API/mcp/gateway/[redacted] and /share/WSSHARE_[redacted]/x"
+        );
+        // Non-ASCII around a prefix.
+        assert_eq!(
+            redact_query("é/api/mcp/gateway/ü€\tnext"),
+            "é/api/mcp/gateway/[redacted]\tnext"
+        );
+        assert!(matches!(redact_query("no slash at all"), Cow::Borrowed(_)));
     }
 
     #[test]
