@@ -259,6 +259,16 @@ pub enum BodyError {
 /// S3 listings, error bodies): 1 MiB.
 pub const MAX_ANSWER_BYTES: u64 = 1 << 20;
 
+/// An answer's `Retry-After` in seconds (the HTTP-date form is not
+/// honoured: peers that throttle send seconds).
+pub fn retry_after(headers: &http::HeaderMap) -> Option<std::time::Duration> {
+    headers
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(std::time::Duration::from_secs)
+}
+
 /// Reads `response`'s body, at most `max` bytes: a declared
 /// `Content-Length` above it is refused before reading, and the read stops
 /// (and fails) as soon as more arrived, so an endless answer costs at most

@@ -291,12 +291,7 @@ pub(crate) async fn error_from_response(
     secret: Option<&str>,
 ) -> ProviderError {
     let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
+    let retry_after = crate::fetch::retry_after(response.headers());
     let body = crate::fetch::read_limited(response, 64 * 1024)
         .await
         .map(|b| String::from_utf8_lossy(&b).into_owned())

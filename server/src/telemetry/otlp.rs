@@ -171,12 +171,7 @@ async fn send(
                         "the collector answered {status}"
                     )));
                 }
-                let retry_after = response
-                    .headers()
-                    .get(http::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .map(Duration::from_secs);
+                let retry_after = crate::fetch::retry_after(response.headers());
                 (retry_after, format!("the collector answered {status}"))
             }
             Err(error) if error.is_connect() || error.is_timeout() || error.is_request() => {
