@@ -480,7 +480,7 @@ pub async fn test(
     cx.datastore
         .agent_transition(grant, &before, DbStatus::Testing)
         .await?;
-    let result = collect(crate::runtime::run(spec)).await;
+    let result = crate::runtime::run_here(spec, collect).await;
     let (to, from) = if result.error.is_none() {
         (
             DbStatus::Ready,

@@ -668,7 +668,7 @@ async fn complete(
     spec.whole = true;
     let Collected {
         text, usage, error, ..
-    } = collect(crate::runtime::run(spec)).await;
+    } = crate::runtime::run_here(spec, collect).await;
     let (input_tokens, output_tokens, total_tokens) =
         (usage.input_tokens, usage.output_tokens, usage.total_tokens);
     *used = Some(usage);

@@ -132,6 +132,21 @@ pub fn run(spec: RunSpec) -> mpsc::Receiver<RuntimeEvent> {
     rx
 }
 
+/// Runs `spec` within the caller's own task, `consume` reading its events
+/// as [`run`]'s receiver gives them: for a caller that waits for the whole
+/// run anyway (a completion not streamed), no task is spawned and no
+/// event crosses to another task (each one wakes the task it is already
+/// in). Dropping the returned future stops the run.
+pub async fn run_here<T, F, Fut>(spec: RunSpec, consume: F) -> T
+where
+    F: FnOnce(mpsc::Receiver<RuntimeEvent>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let (tx, rx) = mpsc::channel(64);
+    let ((), out) = tokio::join!(run_loop(spec, tx), consume(rx));
+    out
+}
+
 async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
     // The history moves into the messages (not a copy of it held for the
     // whole run), and each step's request lives only until its stream has
