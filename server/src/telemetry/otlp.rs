@@ -17,8 +17,9 @@
 //! `Content-Type: application/x-protobuf`, the configured headers and
 //! `OTEL_EXPORTER_OTLP_TRACES_HEADERS` / `OTEL_EXPORTER_OTLP_HEADERS`;
 //! 429, 502, 503 and 504 and failed connections retried (at most 3
-//! times, 100 ms doubling to 1.6 s with jitter, `Retry-After` honoured)
-//! within the export's 10 s; the answer read at most 64 kB.
+//! times, 100 ms doubling to 1.6 s with jitter, `Retry-After` honoured),
+//! attempts and waits together within the export's 10 s; the answer read
+//! at most 64 kB.
 
 use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status};
 use opentelemetry::{Array, InstrumentationScope, KeyValue, Value};
@@ -150,10 +151,14 @@ async fn send(
     let mut delay = FIRST_DELAY;
     let mut attempt = 0;
     loop {
+        // Each attempt gets what is left of the export's 10 s, so retries
+        // never stretch an export past them.
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let outcome = client
             .post(url.clone())
             .headers(headers.clone())
             .header(http::header::CONTENT_TYPE, "application/x-protobuf")
+            .timeout(left)
             .body(body.clone())
             .send()
             .await;
