@@ -5901,6 +5901,7 @@ pub mod types {
         pub id: ::uuid::Uuid,
         ///The first characters of the key (`wsk_live_` and 6 more).
         pub key_prefix: ::std::string::String,
+        ///When its key was last admitted (updated with `usage`).
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         pub name: ::std::string::String,
@@ -6307,13 +6308,14 @@ pub mod types {
                 })
         }
     }
-    ///Requests and tokens served through a deployment.
+    ///Requests and tokens served through a deployment, on every instance. Each request is added within the usage writer's flush interval (`usage.flush_interval_ms`, 100 ms by default) of its answer.
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct DeploymentUsage {
         pub input_tokens: i64,
         pub output_tokens: i64,
+        ///Requests its key admitted (whatever their answer; not those refused by the rate limit).
         pub requests: i64,
     }
     impl DeploymentUsage {
@@ -6340,6 +6342,7 @@ pub mod types {
         pub id: ::uuid::Uuid,
         ///The first characters of the key (`wsk_live_` and 6 more).
         pub key_prefix: ::std::string::String,
+        ///When its key was last admitted (updated with `usage`).
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub last_used_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         pub name: ::std::string::String,

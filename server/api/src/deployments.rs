@@ -93,9 +93,13 @@ pub struct DeploymentUpdate {
     pub clear_expiry: Option<bool>,
 }
 
-/// Requests and tokens served through a deployment.
+/// Requests and tokens served through a deployment, on every instance.
+/// Each request is added within the usage writer's flush interval
+/// (`usage.flush_interval_ms`, 100 ms by default) of its answer.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 pub struct DeploymentUsage {
+    /// Requests its key admitted (whatever their answer; not those refused
+    /// by the rate limit).
     pub requests: i64,
     pub input_tokens: i64,
     pub output_tokens: i64,
@@ -119,6 +123,7 @@ pub struct Deployment {
     #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
     #[serde(serialize_with = "crate::time::serialize_opt")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// When its key was last admitted (updated with `usage`).
     #[schemars(with = "crate::schema::Nullable<DateTime<Utc>>")]
     #[serde(serialize_with = "crate::time::serialize_opt")]
     pub last_used_at: Option<DateTime<Utc>>,

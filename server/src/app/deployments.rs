@@ -7,7 +7,7 @@ use crate::authz::{DeploymentAccess, Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::agents::{AgentRow, AgentToolRow};
 use crate::db::datastore::deployments::{DeploymentChanges, DeploymentRow, NewDeployment};
-use crate::db::enums::{DeploymentChannel as DbChannel, DeploymentStatus as DbStatus};
+use crate::db::enums::{AgentStatus, DeploymentChannel as DbChannel, DeploymentStatus as DbStatus};
 use crate::error::Error;
 use crate::providers::ChatMessage;
 use base64::Engine;
@@ -425,12 +425,14 @@ pub async fn authenticate_key(
         return Err(e);
     }
     // A chat completion is counted by `chat_completions` (with its
-    // tokens, when not streamed: one statement instead of two).
+    // tokens, when not streamed). This key's agent was not read: made
+    // active if it is not yet (a statement that changes nothing then).
     if purpose == KeyUse::Models {
         cx.datastore
-            .deployment_record_use(&access)
+            .deployment_activate(&access)
             .await
             .map_err(openai_error)?;
+        cx.usage.count_deployment_use(&access, 1, 0, 0);
     }
     Ok(KeyCaller {
         access,
@@ -539,28 +541,36 @@ pub async fn chat_completions(
     body: ChatCompletionRequest,
     log: &slog::Logger,
 ) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
-    if body.stream == Some(true) {
-        // Counted now: the stream adds its tokens when it ends.
+    // The spec's "start receiving requests": a `deployed` agent (as read
+    // with the key) is `active` before its first answer.
+    if caller
+        .agent
+        .as_ref()
+        .is_some_and(|(agent, _)| agent.status == AgentStatus::Deployed)
+    {
         cx.datastore
-            .deployment_record_use(&caller.access)
+            .deployment_activate(&caller.access)
             .await
             .map_err(openai_error)?;
+    }
+    // Counted by the usage writer (see `crate::usage`): a streamed
+    // completion now, its tokens when it ends; one not streamed when
+    // answered, with its tokens. Every admitted request is, whatever its
+    // answer.
+    if body.stream == Some(true) {
+        cx.usage.count_deployment_use(&caller.access, 1, 0, 0);
         return complete(cx, caller, body, log, &mut None).await;
     }
-    // Counted when answered, with the tokens, in one statement; every
-    // admitted request is, whatever its answer (as when it was counted
-    // before anything else).
     let access = caller.access.clone();
     let mut used = None;
     let result = complete(cx, caller, body, log, &mut used).await;
     let used = used.unwrap_or_default();
-    if let Err(e) = cx
-        .datastore
-        .deployment_finish(&access, used.input_tokens as i64, used.output_tokens as i64)
-        .await
-    {
-        slog::warn!(log, "recording a deployment's request failed"; "error" => %e);
-    }
+    cx.usage.count_deployment_use(
+        &access,
+        1,
+        i64::try_from(used.input_tokens).unwrap_or(i64::MAX),
+        i64::try_from(used.output_tokens).unwrap_or(i64::MAX),
+    );
     result
 }
 
@@ -734,7 +744,7 @@ fn stream(
     log: &slog::Logger,
 ) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
     let area = CompletionStream {
-        datastore: cx.datastore.clone(),
+        usage: cx.usage.clone(),
         access: caller.access.clone(),
         id,
         created,
@@ -765,7 +775,7 @@ fn stream(
 /// A streamed completion, as the answer pipeline sees it: its events are
 /// whole SSE frames of `chat.completion.chunk`s.
 struct CompletionStream {
-    datastore: crate::db::datastore::Datastore,
+    usage: crate::usage::UsageRecorder,
     access: DeploymentAccess,
     id: String,
     created: i64,
@@ -792,7 +802,8 @@ impl crate::app::answer::Area for CompletionStream {
         )
     }
 
-    /// Adds the tokens used to the deployment's usage.
+    /// Adds the tokens used to the deployment's counters (by the usage
+    /// writer).
     async fn store(
         &self,
         _text: &str,
@@ -800,13 +811,13 @@ impl crate::app::answer::Area for CompletionStream {
         _outcome: &crate::app::answer::Outcome,
     ) -> Result<(), Error> {
         let usage = usage.unwrap_or_default();
-        self.datastore
-            .deployment_add_usage(
-                &self.access,
-                i64::from(usage.input_tokens),
-                i64::from(usage.output_tokens),
-            )
-            .await
+        self.usage.count_deployment_use(
+            &self.access,
+            0,
+            i64::from(usage.input_tokens),
+            i64::from(usage.output_tokens),
+        );
+        Ok(())
     }
 
     /// The stream does not wait for the usage to be recorded.

@@ -66,8 +66,20 @@ pub(crate) async fn v1(
     body: Option<Value>,
     origin: Option<&str>,
 ) -> reqwest::Response {
+    v1_at(&cx.base_url, key, method, path, body, origin).await
+}
+
+/// [`v1`] on the instance at `base`.
+pub(crate) async fn v1_at(
+    base: &str,
+    key: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+    origin: Option<&str>,
+) -> reqwest::Response {
     let mut r = workspace_tests::http()
-        .request(method, format!("{}/api/agent_deploy/v1{path}", cx.base_url))
+        .request(method, format!("{base}/api/agent_deploy/v1{path}"))
         .bearer_auth(key);
     if let Some(o) = origin {
         r = r.header("Origin", o);
@@ -302,16 +314,23 @@ async fn deployments_keys_lifecycle_and_isolation() {
         200
     );
 
-    // Usage is counted.
-    let (_, g) = req(
-        &cx.base_url,
-        t,
-        Method::GET,
-        "/api/agent_deploy/get",
-        &dq(&d),
-        None,
-    )
-    .await;
+    // Usage is counted (within the usage writer's flush interval).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let g = loop {
+        let (_, g) = req(
+            &cx.base_url,
+            t,
+            Method::GET,
+            "/api/agent_deploy/get",
+            &dq(&d),
+            None,
+        )
+        .await;
+        if g["usage"]["requests"].as_i64().unwrap() >= 4 || std::time::Instant::now() > deadline {
+            break g;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(g["usage"]["requests"].as_i64().unwrap() >= 4, "{g}");
     assert!(g["last_used_at"].is_string());
 
@@ -786,13 +805,18 @@ print("ok")
 }
 
 /// What a deployment counts: every request its key admits, once, whatever
-/// its answer (a chat completion not streamed records itself with its
-/// tokens when answered; a streamed one when admitted, its tokens when it
-/// ends; a rate-limited one not at all), and the agent becomes `active`
-/// with its first completion.
+/// its answer (a chat completion not streamed with its tokens when
+/// answered; a streamed one when admitted, its tokens when it ends; a
+/// rate-limited one not at all), on every instance (one with usage
+/// recording off: the counts are the deployment's, not usage reporting's),
+/// each within the usage writer's flush interval (100 ms) of its answer;
+/// and the agent becomes `active` with its first completion, before the
+/// answer.
 #[tokio::test]
 async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
     let cx = TestContext::new("deployments_counts").await;
+    let second = cx.second_instance(|c| c.usage.enabled = false).await;
+    let two = format!("http://{}", second.local_addr());
     let ada = cx.user("count-ada").await;
     let t = ada.token.as_str();
     let (_org, _tool, _model, agent) = setup(&cx, t).await;
@@ -801,7 +825,7 @@ async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
         &cx,
         t,
         agent,
-        json!({"name": "counted", "channel": "api", "rate_limit_per_minute": 4}),
+        json!({"name": "counted", "channel": "api", "rate_limit_per_minute": 5}),
     )
     .await;
     let key = d["api_key"].as_str().unwrap().to_string();
@@ -819,8 +843,25 @@ async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
         assert_eq!(s, 200, "{g}");
         g
     };
+    // The record once it counts `requests` (polled for 5 s at most), then
+    // still that many after three flush intervals more (nothing counted
+    // twice or late).
+    let counted = |requests: i64| async move {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let g = usage().await;
+            if g["usage"]["requests"] == requests || std::time::Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let g = usage().await;
+        assert_eq!(g["usage"]["requests"], requests, "{g}");
+        g
+    };
 
-    // A completion: counted with its tokens by the time it is answered.
+    // A completion: counted with its tokens; its agent active as answered.
     let r = v1(
         &cx,
         &key,
@@ -831,9 +872,9 @@ async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
     )
     .await;
     assert_eq!(r.status(), 200);
+    assert_eq!(agent_status(&cx, t, agent).await, "active");
     let answer: Value = r.json().await.unwrap();
-    let g = usage().await;
-    assert_eq!(g["usage"]["requests"], 1, "{g}");
+    let g = counted(1).await;
     assert_eq!(
         g["usage"]["input_tokens"], answer["usage"]["prompt_tokens"],
         "{g} {answer}"
@@ -844,7 +885,6 @@ async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
     );
     assert!(g["usage"]["output_tokens"].as_i64().unwrap() > 0, "{g}");
     assert!(g["last_used_at"].is_string(), "{g}");
-    assert_eq!(agent_status(&cx, t, agent).await, "active");
 
     // A refused completion (no messages) is an admitted request too.
     let r = v1(
@@ -857,13 +897,14 @@ async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
     )
     .await;
     assert_eq!(r.status(), 400);
-    assert_eq!(usage().await["usage"]["requests"], 2);
+    counted(2).await;
 
-    // A streamed one: counted at once; its tokens when it ends.
+    // A streamed one, on the other instance (usage recording off there):
+    // counted, and its tokens added when it ends.
     let mut streamed = chat("Hello again");
     streamed["stream"] = json!(true);
-    let r = v1(
-        &cx,
+    let r = v1_at(
+        &two,
         &key,
         Method::POST,
         "/chat/completions",
@@ -875,21 +916,26 @@ async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
     let text = r.text().await.unwrap();
     assert!(text.contains("[DONE]"), "{text}");
     let before = g["usage"]["output_tokens"].as_i64().unwrap();
-    let mut g = usage().await;
-    for _ in 0..50 {
-        if g["usage"]["output_tokens"].as_i64().unwrap() > before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        g = usage().await;
-    }
-    assert_eq!(g["usage"]["requests"], 3, "{g}");
+    let g = counted(3).await;
     assert!(
         g["usage"]["output_tokens"].as_i64().unwrap() > before,
         "{g}"
     );
 
-    // The list of models: one more; then the limit (4 a minute) refuses,
+    // One not streamed on the other instance too.
+    let r = v1_at(
+        &two,
+        &key,
+        Method::POST,
+        "/chat/completions",
+        Some(chat("And once more")),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    counted(4).await;
+
+    // The list of models: one more; then the limit (5 a minute) refuses,
     // and a refused request is not counted.
     assert_eq!(
         v1(&cx, &key, Method::GET, "/models", None, None)
@@ -897,6 +943,7 @@ async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
             .status(),
         200
     );
+    counted(5).await;
     let r = v1(
         &cx,
         &key,
@@ -907,7 +954,8 @@ async fn a_deployment_counts_each_admitted_request_once_with_its_tokens() {
     )
     .await;
     assert_eq!(r.status(), 429);
-    assert_eq!(usage().await["usage"]["requests"], 4);
+    counted(5).await;
+    second.shutdown().await.unwrap();
     cx.teardown().await;
 }
 

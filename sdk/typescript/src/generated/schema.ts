@@ -4777,7 +4777,10 @@ export interface components {
             id: string;
             /** @description The first characters of the key (`wsk_live_` and 6 more). */
             key_prefix: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When its key was last admitted (updated with `usage`).
+             */
             last_used_at: string | null;
             name: string;
             /** Format: uuid */
@@ -4831,13 +4834,16 @@ export interface components {
             /** @description `paused` refuses the key at once; `active` accepts it again. */
             status?: components["schemas"]["DeploymentStatus"] | null;
         };
-        /** @description Requests and tokens served through a deployment. */
+        /** @description Requests and tokens served through a deployment, on every instance. Each request is added within the usage writer's flush interval (`usage.flush_interval_ms`, 100 ms by default) of its answer. */
         DeploymentUsage: {
             /** Format: int64 */
             input_tokens: number;
             /** Format: int64 */
             output_tokens: number;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Requests its key admitted (whatever their answer; not those refused by the rate limit).
+             */
             requests: number;
         };
         /** @description A deployment with its new key: the only time the key is shown. */
@@ -4859,7 +4865,10 @@ export interface components {
             id: string;
             /** @description The first characters of the key (`wsk_live_` and 6 more). */
             key_prefix: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When its key was last admitted (updated with `usage`).
+             */
             last_used_at: string | null;
             name: string;
             /** Format: uuid */

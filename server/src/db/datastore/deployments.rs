@@ -469,58 +469,17 @@ impl Datastore {
         }))
     }
 
-    /// Records an accepted request (`last_used_at`, request count) and
-    /// makes a `deployed` agent `active` (the spec's "start receiving
-    /// requests"), in one statement: [`Datastore::deployment_finish`]
-    /// without tokens.
-    pub async fn deployment_record_use(&self, access: &DeploymentAccess) -> Result<(), Error> {
-        self.deployment_finish(access, 0, 0).await
-    }
-
-    /// Adds a request's tokens to the deployment's usage.
-    pub async fn deployment_add_usage(
-        &self,
-        access: &DeploymentAccess,
-        input_tokens: i64,
-        output_tokens: i64,
-    ) -> Result<(), Error> {
+    /// Makes a `deployed` agent `active` (the spec's "start receiving
+    /// requests"), with its first admitted request (nothing if it is
+    /// already). The request and its tokens are counted apart, by the
+    /// usage writer ([`crate::usage::UsageRecorder::count_deployment_use`]).
+    pub async fn deployment_activate(&self, access: &DeploymentAccess) -> Result<(), Error> {
         let conn = self.conn().await?;
         conn.execute(
-            "UPDATE agent_deployments SET input_tokens = input_tokens + $2, \
-             output_tokens = output_tokens + $3 WHERE id = $1 AND organization_id = $4",
+            "UPDATE agents SET status = $4, updated_at = now() \
+             WHERE id = $1 AND organization_id = $2 AND status = $3",
             &[
-                &access.deployment_id(),
-                &input_tokens,
-                &output_tokens,
-                &access.org_id(),
-            ],
-        )
-        .await?;
-        Ok(())
-    }
-
-    /// Records an answered request and the tokens it used (what
-    /// [`Datastore::deployment_record_use`] and
-    /// [`Datastore::deployment_add_usage`] do, in one statement: a chat
-    /// completion not streamed).
-    pub async fn deployment_finish(
-        &self,
-        access: &DeploymentAccess,
-        input_tokens: i64,
-        output_tokens: i64,
-    ) -> Result<(), Error> {
-        let conn = self.conn().await?;
-        conn.execute(
-            "WITH used AS (UPDATE agent_deployments SET last_used_at = now(), \
-               request_count = request_count + 1, input_tokens = input_tokens + $2, \
-               output_tokens = output_tokens + $3 \
-               WHERE id = $1 AND organization_id = $4 RETURNING agent_id) \
-             UPDATE agents SET status = $6, updated_at = now() \
-             WHERE id = (SELECT agent_id FROM used) AND status = $5",
-            &[
-                &access.deployment_id(),
-                &input_tokens,
-                &output_tokens,
+                &access.agent_id(),
                 &access.org_id(),
                 &AgentStatus::Deployed,
                 &AgentStatus::Active,

@@ -5,7 +5,7 @@ use super::{Datastore, audit};
 use crate::audit::Event;
 use crate::authz::{Admin, Grant, on, perm};
 use crate::error::Error;
-use crate::usage::{Caller, Metric, Record, Reservation, ThresholdReached};
+use crate::usage::{Batch, Caller, Metric, Reservation, ThresholdReached};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -131,11 +131,14 @@ fn grouping(group_by: &str) -> (&'static str, &'static str, &'static str) {
 }
 
 impl Datastore {
-    /// Writes a batch of usage records in one transaction: the rows, and
-    /// each budget counter's reservations replaced by what the calls used
-    /// (counters locked in key order); returns the budgets whose threshold
-    /// the batch crossed (each once per period: a conditional update).
-    pub async fn usage_write(&self, records: &[Record]) -> Result<Vec<ThresholdReached>, Error> {
+    /// Writes a batch of usage records in one transaction: the rows, each
+    /// budget counter's reservations replaced by what the calls used
+    /// (counters locked in key order), and what the batch's requests add
+    /// to their deployments' counters (rows locked in key order); returns
+    /// the budgets whose threshold the batch crossed (each once per
+    /// period: a conditional update).
+    pub async fn usage_write(&self, batch: &Batch) -> Result<Vec<ThresholdReached>, Error> {
+        let records = &batch.records;
         let mut orgs = Vec::with_capacity(records.len());
         let mut users = Vec::with_capacity(records.len());
         let mut tokens = Vec::with_capacity(records.len());
@@ -191,38 +194,73 @@ impl Datastore {
         }
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        tx.execute(
-            "INSERT INTO usage_records (organization_id, user_id, token_id, deployment_id, kind, \
-                 model_id, model_name, provider, input_tokens, output_tokens, token_source, \
-                 cost_micros, latency_ms, outcome, created_at) \
-             SELECT v.org, x.id, v.token, v.deployment, v.kind, v.model_id, v.model_name, \
-                 v.provider, v.input, v.output, v.source, v.cost, v.latency, v.outcome, v.at \
-             FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], \
-                 $6::uuid[], $7::text[], $8::text[], $9::int8[], $10::int8[], $11::text[], \
-                 $12::int8[], $13::int4[], $14::text[], $15::timestamptz[]) \
-                 AS v(org, user_id, token, deployment, kind, model_id, model_name, provider, \
-                      input, output, source, cost, latency, outcome, at) \
-             JOIN organizations o ON o.id = v.org \
-             LEFT JOIN users x ON x.id = v.user_id",
-            &[
-                &orgs,
-                &users,
-                &tokens,
-                &deployments,
-                &kinds,
-                &model_ids,
-                &model_names,
-                &providers,
-                &inputs,
-                &outputs,
-                &sources,
-                &costs,
-                &latencies,
-                &outcomes,
-                &ats,
-            ],
-        )
-        .await?;
+        if !batch.deployments.is_empty() {
+            let ids: Vec<Uuid> = batch.deployments.keys().copied().collect();
+            let orgs: Vec<Uuid> = batch.deployments.values().map(|d| d.org_id).collect();
+            let requests: Vec<i64> = batch.deployments.values().map(|d| d.requests).collect();
+            let inputs: Vec<i64> = batch.deployments.values().map(|d| d.input_tokens).collect();
+            let outputs: Vec<i64> = batch
+                .deployments
+                .values()
+                .map(|d| d.output_tokens)
+                .collect();
+            let ats: Vec<DateTime<Utc>> = batch.deployments.values().map(|d| d.at).collect();
+            // Locked in key order (two instances' batches never wait on
+            // each other in a cycle), then added to; a deployment deleted
+            // since is skipped.
+            tx.execute(
+                "WITH v AS (SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int8[], \
+                     $4::int8[], $5::int8[], $6::timestamptz[]) \
+                     AS v(id, org, requests, input, output, at)), \
+                 locked AS (SELECT d.id FROM agent_deployments d \
+                     JOIN v ON v.id = d.id AND v.org = d.organization_id \
+                     ORDER BY d.id FOR UPDATE OF d) \
+                 UPDATE agent_deployments d SET \
+                     request_count = d.request_count + v.requests, \
+                     input_tokens = d.input_tokens + v.input, \
+                     output_tokens = d.output_tokens + v.output, \
+                     last_used_at = CASE WHEN v.requests > 0 \
+                         THEN greatest(d.last_used_at, v.at) ELSE d.last_used_at END \
+                 FROM v JOIN locked l ON l.id = v.id \
+                 WHERE d.id = v.id",
+                &[&ids, &orgs, &requests, &inputs, &outputs, &ats],
+            )
+            .await?;
+        }
+        if !orgs.is_empty() {
+            tx.execute(
+                "INSERT INTO usage_records (organization_id, user_id, token_id, deployment_id, kind, \
+                     model_id, model_name, provider, input_tokens, output_tokens, token_source, \
+                     cost_micros, latency_ms, outcome, created_at) \
+                 SELECT v.org, x.id, v.token, v.deployment, v.kind, v.model_id, v.model_name, \
+                     v.provider, v.input, v.output, v.source, v.cost, v.latency, v.outcome, v.at \
+                 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], \
+                     $6::uuid[], $7::text[], $8::text[], $9::int8[], $10::int8[], $11::text[], \
+                     $12::int8[], $13::int4[], $14::text[], $15::timestamptz[]) \
+                     AS v(org, user_id, token, deployment, kind, model_id, model_name, provider, \
+                          input, output, source, cost, latency, outcome, at) \
+                 JOIN organizations o ON o.id = v.org \
+                 LEFT JOIN users x ON x.id = v.user_id",
+                &[
+                    &orgs,
+                    &users,
+                    &tokens,
+                    &deployments,
+                    &kinds,
+                    &model_ids,
+                    &model_names,
+                    &providers,
+                    &inputs,
+                    &outputs,
+                    &sources,
+                    &costs,
+                    &latencies,
+                    &outcomes,
+                    &ats,
+                ],
+            )
+            .await?;
+        }
         let mut crossed = Vec::new();
         if !settle.is_empty() {
             let ids: Vec<Uuid> = settle.keys().map(|k| k.0).collect();
