@@ -76,25 +76,19 @@ impl Telemetry {
         let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
         let mut headers = http::HeaderMap::new();
         for (name, value) in &config.headers {
-            let parsed = (
-                http::HeaderName::from_bytes(name.as_bytes()),
-                http::HeaderValue::from_str(value),
-            );
-            let (Ok(name), Ok(value)) = parsed else {
-                anyhow::bail!("telemetry.headers: `{name}` is not a valid HTTP header");
-            };
-            headers.insert(name, value);
+            otlp::insert_header(&mut headers, name, value)
+                .map_err(|why| anyhow::anyhow!("telemetry.headers: {why}"))?;
         }
         // The standard variables, the traces' own first (as the SDK reads them).
-        if let Some(list) = [
+        if let Some((variable, list)) = [
             "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
             "OTEL_EXPORTER_OTLP_HEADERS",
         ]
         .into_iter()
-        .find_map(|name| std::env::var(name).ok())
+        .find_map(|name| Some((name, std::env::var(name).ok()?)))
         {
             otlp::parse_header_list(&list, &mut headers)
-                .map_err(|why| anyhow::anyhow!("OTEL_EXPORTER_OTLP_HEADERS: {why}"))?;
+                .map_err(|why| anyhow::anyhow!("{variable}: {why}"))?;
         }
         let exporter = otlp::Exporter::new(&url, headers)?;
         let resource = opentelemetry_sdk::Resource::builder()
@@ -191,7 +185,7 @@ impl opentelemetry::propagation::Injector for HeaderWriter<'_> {
 pub struct Route {
     /// The route template (`/api/chat/{id}`-style paths, as the published
     /// document writes them).
-    pub template: &'static str,
+    template: &'static str,
     /// The span's name: `{METHOD} {template}`.
     name: &'static str,
     /// The method.

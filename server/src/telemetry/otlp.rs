@@ -75,17 +75,26 @@ pub(super) fn parse_header_list(list: &str, headers: &mut http::HeaderMap) -> Re
         let (name, value) = pair
             .split_once('=')
             .ok_or_else(|| "a header in the list is not name=value".to_string())?;
-        let name = name.trim();
-        let value = percent_decode(value.trim());
-        let parsed = (
-            http::HeaderName::from_bytes(name.as_bytes()),
-            http::HeaderValue::from_str(&value),
-        );
-        let (Ok(name), Ok(value)) = parsed else {
-            return Err(format!("the header `{name}` is not a valid HTTP header"));
-        };
-        headers.insert(name, value);
+        insert_header(headers, name.trim(), &percent_decode(value.trim()))?;
     }
+    Ok(())
+}
+
+/// Adds `name: value` to `headers`, or says the header is not a valid
+/// HTTP header (naming it, never its value: that may be a key).
+pub(super) fn insert_header(
+    headers: &mut http::HeaderMap,
+    name: &str,
+    value: &str,
+) -> Result<(), String> {
+    let parsed = (
+        http::HeaderName::from_bytes(name.as_bytes()),
+        http::HeaderValue::from_str(value),
+    );
+    let (Ok(header), Ok(value)) = parsed else {
+        return Err(format!("the header `{name}` is not a valid HTTP header"));
+    };
+    headers.insert(header, value);
     Ok(())
 }
 
