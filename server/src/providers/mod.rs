@@ -319,10 +319,11 @@ pub(crate) async fn error_from_response(
 }
 
 /// Asks `model` for a short answer (a title, a ranking) and returns its
-/// whole text, or `None` when the provider fails or `budget` passes.
-/// Retries as [`start`] does, within the budget. `wrap` may wrap the
-/// stream once it started, and hears of a failure to start (the usage
-/// recorder's metering).
+/// whole text, or `None` when the provider fails or `budget` passes. The
+/// answer is asked for in one piece ([`ChatRequest::whole`]): nothing of
+/// it is used before its end. Retries as [`start`] does, within the
+/// budget. `wrap` may wrap the stream once it started, and hears of a
+/// failure to start (the usage recorder's metering).
 pub async fn ask(
     model: &dyn ChatModel,
     request: &ChatRequest,
@@ -331,6 +332,16 @@ pub async fn ask(
     budget: Duration,
     wrap: impl FnOnce(Result<ChatStream, &ProviderError>) -> Option<ChatStream> + Send,
 ) -> Option<String> {
+    let whole;
+    let request = if request.whole {
+        request
+    } else {
+        whole = ChatRequest {
+            whole: true,
+            ..request.clone()
+        };
+        &whole
+    };
     let asked = async {
         let mut stream = match start(model, request, policy, log).await {
             Ok(stream) => wrap(Ok(stream))?,

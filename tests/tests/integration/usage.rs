@@ -203,6 +203,19 @@ async fn usage_is_recorded_priced_reported_and_budgeted_on_two_instances() {
     assert_eq!(chat(&two, &ada.token, org, quiet).await.0, 200);
     settled(&cx.base_url, &ada.token, org, 2).await;
     settled_kind(&cx.base_url, &ada.token, org, "title", 2).await;
+    // The title is asked for in one piece (nothing of it is used before its
+    // end), the answer streamed; both report their usage.
+    let asked = reporting.requests();
+    let title = asked
+        .iter()
+        .find(|r| {
+            r.messages()
+                .first()
+                .is_some_and(|(_, c)| c.starts_with("Write a title"))
+        })
+        .expect("the title's request");
+    assert_eq!(title.body["stream"], false, "{}", title.body);
+    assert!(asked.iter().any(|r| r.body["stream"] == true), "{asked:?}");
 
     let by_model = report(&two, &ada.token, org, "model").await;
     let groups = by_model["groups"].as_array().unwrap();
