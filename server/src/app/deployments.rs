@@ -353,6 +353,9 @@ pub struct KeyCaller {
     /// The key's agent and its tools, read with the rate limit's count
     /// for a chat completion ([`KeyUse::Completion`]).
     pub agent: Option<(AgentRow, Vec<AgentToolRow>)>,
+    /// The agent is `deployed`: this request is among its first, which
+    /// make it `active` (the spec's "start receiving requests").
+    pub first_use: bool,
 }
 
 /// What a deployment key is used for: a chat completion reads its agent
@@ -410,6 +413,7 @@ pub async fn authenticate_key(
     // statements.
     let count = admitted.hit.ok_or_else(unauthorized)?;
     let agent = admitted.agent;
+    let first_use = admitted.agent_status == Some(AgentStatus::Deployed);
     // The limit holds over a sliding minute (see `super::rate_limits`).
     let limit = u32::try_from(deployment.rate_limit_per_minute).unwrap_or(0);
     if let Some(retry_after_secs) = super::rate_limits::over_limit(&count, 60, limit) {
@@ -425,13 +429,14 @@ pub async fn authenticate_key(
         return Err(e);
     }
     // A chat completion is counted by `chat_completions` (with its
-    // tokens, when not streamed). This key's agent was not read: made
-    // active if it is not yet (a statement that changes nothing then).
+    // tokens, when not streamed).
     if purpose == KeyUse::Models {
-        cx.datastore
-            .deployment_activate(&access)
-            .await
-            .map_err(openai_error)?;
+        if first_use {
+            cx.datastore
+                .deployment_activate(&access)
+                .await
+                .map_err(openai_error)?;
+        }
         cx.usage.count_deployment_use(&access, 1, 0, 0);
     }
     Ok(KeyCaller {
@@ -439,6 +444,7 @@ pub async fn authenticate_key(
         deployment,
         cors_origin,
         agent,
+        first_use,
     })
 }
 
@@ -543,11 +549,7 @@ pub async fn chat_completions(
 ) -> Result<http::Response<dropshot::Body>, OpenAiHttpError> {
     // The spec's "start receiving requests": a `deployed` agent (as read
     // with the key) is `active` before its first answer.
-    if caller
-        .agent
-        .as_ref()
-        .is_some_and(|(agent, _)| agent.status == AgentStatus::Deployed)
-    {
+    if caller.first_use {
         cx.datastore
             .deployment_activate(&caller.access)
             .await

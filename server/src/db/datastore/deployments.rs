@@ -95,6 +95,9 @@ pub struct KeyAdmission {
     pub hit: Option<WindowCount>,
     /// The deployment's agent and its tools (a chat completion).
     pub agent: Option<(AgentRow, Vec<AgentToolRow>)>,
+    /// The agent's status as read with the key (`deployed` until its
+    /// first admitted request makes it `active`).
+    pub agent_status: Option<AgentStatus>,
 }
 
 /// The active, unexpired deployment whose key hashes to `$1` (`$2`:
@@ -105,10 +108,15 @@ macro_rules! keyed {
     };
 }
 
-/// The key's deployment.
+/// The key's deployment, and its agent's status (`agent_status`).
 static KEY_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        concat!("SELECT {} FROM agent_deployments WHERE ", keyed!()),
+        concat!(
+            "SELECT {}, (SELECT a.status FROM agents a WHERE a.id = d.agent_id \
+               AND a.organization_id = d.organization_id) AS agent_status \
+             FROM agent_deployments d WHERE ",
+            keyed!()
+        ),
         COLUMNS
     )
 });
@@ -451,9 +459,11 @@ impl Datastore {
                 .await?;
             (key, hit, None)
         };
-        let Some(deployment) = key.first().map(DeploymentRow::from_row) else {
+        let Some(key) = key.first() else {
             return Ok(None);
         };
+        let deployment = DeploymentRow::from_row(key);
+        let agent_status = key.get("agent_status");
         let agent = match agent {
             // The agent of an active deployment is never deleted; read in
             // its own statement, it may be gone if the key was revoked
@@ -466,6 +476,7 @@ impl Datastore {
             deployment,
             hit: hit.first().map(window_count),
             agent,
+            agent_status,
         }))
     }
 
