@@ -650,4 +650,54 @@ mod tests {
         assert_eq!(estimate_tokens(8), 2);
         assert_eq!(estimate_tokens(9), 3);
     }
+
+    /// A batch sums each deployment's requests and tokens (saturating),
+    /// keeps its latest use, and keeps deployments apart, in key order
+    /// (the order their rows are locked in).
+    #[test]
+    fn a_batch_sums_each_deployments_use() {
+        let (org, a, b) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let t0 = Utc::now();
+        let t1 = t0 + chrono::Duration::seconds(1);
+        let add = |requests, input_tokens, output_tokens, at| DeploymentUse {
+            org_id: org,
+            requests,
+            input_tokens,
+            output_tokens,
+            at,
+        };
+        let mut batch = Batch::default();
+        assert!(batch.is_empty());
+        assert!(
+            batch
+                .add(Msg::Deployment {
+                    id: a,
+                    add: add(1, 10, 5, t1),
+                })
+                .is_none()
+        );
+        batch.add(Msg::Deployment {
+            id: b,
+            add: add(1, 0, 0, t0),
+        });
+        // A stream's tokens, counted apart from its request, stamped earlier.
+        batch.add(Msg::Deployment {
+            id: a,
+            add: add(0, 3, 2, t0),
+        });
+        batch.add(Msg::Deployment {
+            id: a,
+            add: add(1, i64::MAX, 0, t0),
+        });
+        assert_eq!(batch.len(), 2);
+        assert_eq!(batch.deployments[&a], add(2, i64::MAX, 7, t1));
+        assert_eq!(batch.deployments[&b], add(1, 0, 0, t0));
+        let mut ids = vec![a, b];
+        ids.sort();
+        assert_eq!(batch.deployments.keys().copied().collect::<Vec<_>>(), ids);
+        let (done, _wait) = oneshot::channel();
+        assert!(batch.add(Msg::Flush(done)).is_some());
+        batch.clear();
+        assert!(batch.is_empty());
+    }
 }
