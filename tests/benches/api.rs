@@ -1043,6 +1043,29 @@ async fn main() {
             println!("{what}: {url}");
         }
         println!("token: {}", user.token);
+        // Each endpoint's pgbench script and command, to run beside it.
+        let dir = std::env::temp_dir().join("bench-hold");
+        std::fs::create_dir_all(&dir).expect("the scripts' directory");
+        for (i, (what, _, sql, _)) in endpoints.iter().enumerate() {
+            if sql.is_empty() {
+                continue;
+            }
+            let file = dir.join(format!("{i}.sql"));
+            std::fs::write(&file, sql).expect("a script");
+            std::fs::write(dir.join(format!("{i}-piped.sql")), pipelined(sql)).expect("a script");
+            let defines: Vec<String> = vars.iter().map(|(k, v)| format!("-D {k}={v}")).collect();
+            println!(
+                "pgbench {what}: PGPASSWORD={} {} -n -M prepared -j 2 -h {} -p {} -U {} {} -f {} {}",
+                target.password.as_deref().unwrap_or(""),
+                pgbench_bin.display(),
+                target.host,
+                target.port,
+                target.user,
+                defines.join(" "),
+                file.display(),
+                target.dbname
+            );
+        }
         tokio::time::sleep(Duration::from_secs(hold)).await;
         drop(server);
         cx.teardown().await;

@@ -14,6 +14,7 @@ mod contract;
 mod conversations;
 mod cors;
 mod database_tls;
+mod db_batch;
 mod deletion;
 mod deployments;
 mod embeddings;

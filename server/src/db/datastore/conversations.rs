@@ -153,7 +153,7 @@ impl Datastore {
         // most, short enough for the shared connections; a deep page
         // scans its offset and takes a pooled connection.
         let rows = if page.offset + page.limit <= QUICK_PAGE_ROWS {
-            on.quick().query(CONVERSATION_LIST, params).await?
+            on.query(CONVERSATION_LIST, params).await?
         } else {
             self.conn().await?.query(CONVERSATION_LIST, params).await?
         };

@@ -243,6 +243,18 @@ pub(crate) struct Quick {
 #[allow(dead_code)]
 impl Quick {
     cached_statements!(shared);
+
+    /// Runs the statements of `batch` in order, sent together with one
+    /// `Sync` (one round trip, one implicit transaction: see
+    /// `vendor/tokio-postgres/PATCHES.md`); each statement's rows.
+    pub(crate) async fn query_batch(
+        &self,
+        batch: tokio_postgres::Batch,
+    ) -> Result<Vec<Vec<tokio_postgres::Row>>, tokio_postgres::BatchError> {
+        self.shared.query_batch(batch).await.inspect_err(|e| {
+            self.health.observe(&e.error);
+        })
+    }
 }
 
 /// A transaction on a [`Conn`], with the same cached statements.

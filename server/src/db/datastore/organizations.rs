@@ -826,6 +826,14 @@ impl Datastore {
     /// found grants the request (see
     /// [`crate::context::ServerContext::authorize_with`], the only
     /// caller).
+    ///
+    /// A read whose statement is ready when it is first polled (prepared
+    /// on this connection: every use after the first) joins the
+    /// authorization statement: both go out as one batch with one `Sync`,
+    /// so PostgreSQL runs them in one implicit transaction and answers
+    /// them in one flush, as `pgbench`'s pipeline does. A read that is not
+    /// ready by then (its statement not yet prepared, or a deep page on a
+    /// pooled connection) runs on its own, concurrently.
     pub async fn access_lookup_with<V>(
         &self,
         caller: &Caller,
@@ -833,40 +841,74 @@ impl Datastore {
         read: impl AsyncFnOnce(&Pending<'_>) -> Result<V, Error>,
     ) -> Result<(AccessLookup, Result<V, Error>), Error> {
         let quick = self.quick().await?;
+        let scope = Scope::Org(org_id);
+        let (sql, ids) = access_statement(caller, scope);
+        let statement = quick.prepare(sql).await?;
         let pending = Pending {
             org_id,
             quick: &quick,
+            joined: std::sync::Mutex::new(Joined::Open),
         };
-        // Polled in this order: the authorization statement is queued on
-        // the connection first, the read right after it, and both go out
-        // in one write.
-        let (access, read) = futures::join!(
-            access_lookup_on(&quick, caller, Scope::Org(org_id), true),
-            read(&pending)
-        );
-        match access {
-            Ok(access) => Ok((access, read)),
-            Err(e) => Err(match read {
-                // The connection failed under both (the database shut
-                // down): PostgreSQL answers a pipeline's statements when
-                // it waits for input, so the first one's answer went down
-                // with the second, whose error carries the cause. A 503
-                // either way, and logged, never shown.
-                Err(cause @ Error::Unavailable { .. })
-                    if matches!(e, Error::Unavailable { .. }) =>
-                {
-                    cause
+        let mut read = std::pin::pin!(read(&pending));
+        // The read's first poll: it joins now or runs on its own.
+        let early = futures::poll!(read.as_mut());
+        let joined = std::mem::replace(&mut *pending.lock(), Joined::Closed);
+        let access = async {
+            // The statement's span (while tracing is on), ended with it.
+            let _span = crate::telemetry::statement(sql);
+            let mut batch = tokio_postgres::Batch::new();
+            ids.push_to(&mut batch, &statement)?;
+            let read_rows = match joined {
+                Joined::Read(read, rows) => {
+                    batch.append(read);
+                    Some(rows)
                 }
-                _ => e,
-            }),
-        }
+                Joined::Open | Joined::Closed => None,
+            };
+            match quick.query_batch(batch).await {
+                Ok(mut sets) => {
+                    if let (Some(rows), Some(read)) = (read_rows, sets.get_mut(1)) {
+                        let _ = rows.send(Ok(std::mem::take(read)));
+                    }
+                    let row = sets.first().and_then(|rows| rows.first());
+                    Ok(access_found(row, true))
+                }
+                Err(failed) => {
+                    let error = Error::from(failed.error);
+                    match failed.done.first() {
+                        // The read failed, not the authorization statement.
+                        Some(access) => {
+                            if let Some(rows) = read_rows {
+                                let _ = rows.send(Err(error));
+                            }
+                            Ok(access_found(access.first(), true))
+                        }
+                        // The read did not run: the same error for it (a
+                        // 503 either way, logged, never shown).
+                        None => {
+                            if let Some(rows) = read_rows {
+                                let _ = rows.send(Err(Error::internal(
+                                    "not run: the authorization statement failed",
+                                )));
+                            }
+                            Err(error)
+                        }
+                    }
+                }
+            }
+        };
+        let (access, read) = match early {
+            std::task::Poll::Ready(read) => (access.await, read),
+            std::task::Poll::Pending => futures::join!(access, read),
+        };
+        Ok((access?, read))
     }
 }
 
 /// A read sent together with the authorization statement
 /// ([`Datastore::access_lookup_with`]): the organization the caller asks
 /// to read, not yet granted, and the shared connection the authorization
-/// statement went out on. Only `access_lookup_with` makes one, and the
+/// statement goes out on. Only `access_lookup_with` makes one, and the
 /// read's answer reaches a handler only with the grant
 /// ([`crate::context::ServerContext::authorize_with`]): refused, it is
 /// dropped unseen. So a data function that takes a `Pending` instead of a
@@ -877,6 +919,20 @@ impl Datastore {
 pub struct Pending<'a> {
     org_id: Uuid,
     quick: &'a super::Quick,
+    joined: std::sync::Mutex<Joined>,
+}
+
+/// Whether a read joins the authorization statement's batch.
+enum Joined {
+    /// The authorization statement has not gone out: a read may join it.
+    Open,
+    /// A read joined: its statement, and where its rows go.
+    Read(
+        tokio_postgres::Batch,
+        tokio::sync::oneshot::Sender<Result<Vec<tokio_postgres::Row>, Error>>,
+    ),
+    /// The authorization statement went out: a read runs on its own.
+    Closed,
 }
 
 impl Pending<'_> {
@@ -885,9 +941,92 @@ impl Pending<'_> {
         self.org_id
     }
 
-    /// The shared connection the authorization statement runs on.
-    pub(crate) fn quick(&self) -> &super::Quick {
-        self.quick
+    fn lock(&self) -> std::sync::MutexGuard<'_, Joined> {
+        self.joined.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `sql` (a short read) on the authorization statement's shared
+    /// connection: in its batch when the authorization statement has not
+    /// gone out yet, on its own after it.
+    pub(crate) async fn query(
+        &self,
+        sql: &str,
+        params: super::Params<'_>,
+    ) -> Result<Vec<tokio_postgres::Row>, Error> {
+        let statement = self.quick.prepare(sql).await?;
+        let joined = {
+            let mut joined = self.lock();
+            if matches!(*joined, Joined::Open) {
+                let mut batch = tokio_postgres::Batch::new();
+                batch.push(
+                    &statement,
+                    params
+                        .iter()
+                        .map(|p| *p as &dyn tokio_postgres::types::ToSql),
+                )?;
+                let (rows, answer) = tokio::sync::oneshot::channel();
+                *joined = Joined::Read(batch, rows);
+                Some(answer)
+            } else {
+                None
+            }
+        };
+        match joined {
+            Some(answer) => {
+                // The statement's span (while tracing is on), ended with it.
+                let _span = crate::telemetry::statement(sql);
+                answer.await.unwrap_or_else(|_| {
+                    Err(Error::internal(
+                        "the authorization statement ended without answering the read",
+                    ))
+                })
+            }
+            None => Ok(self.quick.query(sql, params).await?),
+        }
+    }
+}
+
+/// The authorization statement of `scope` for `caller`, and its
+/// parameters.
+fn access_statement(caller: &Caller, scope: Scope) -> (&'static str, AccessParams<'_>) {
+    let (index, id) = scope_index(scope);
+    match caller {
+        Caller::User(actor) => (ACCESS_BY_USER[index], AccessParams::User(actor, id)),
+        Caller::Token(hash) => (ACCESS_BY_TOKEN[index], AccessParams::Token(hash, id)),
+    }
+}
+
+/// The parameters of an authorization statement.
+enum AccessParams<'a> {
+    User(&'a crate::authn::Actor, Uuid),
+    Token(&'a Vec<u8>, Uuid),
+}
+
+impl AccessParams<'_> {
+    fn push_to(
+        &self,
+        batch: &mut tokio_postgres::Batch,
+        statement: &tokio_postgres::Statement,
+    ) -> Result<(), tokio_postgres::Error> {
+        match self {
+            AccessParams::User(actor, id) => batch.push(
+                statement,
+                [
+                    &actor.user_id as &(dyn tokio_postgres::types::ToSql + Sync),
+                    id,
+                    &actor.session_id,
+                    &actor.issued_at,
+                ]
+                .iter()
+                .map(|p| *p as &dyn tokio_postgres::types::ToSql),
+            ),
+            AccessParams::Token(hash, id) => batch.push(
+                statement,
+                [hash as &(dyn tokio_postgres::types::ToSql + Sync), id]
+                    .iter()
+                    .map(|p| *p as &dyn tokio_postgres::types::ToSql),
+            ),
+        }
     }
 }
 
@@ -910,26 +1049,31 @@ async fn access_lookup_on(
         }
         Caller::Token(hash) => conn.query_opt(ACCESS_BY_TOKEN[index], &[hash, &id]).await?,
     };
+    Ok(access_found(row.as_ref(), check_sso))
+}
+
+/// What the authorization statement's row (`None`: no row) says.
+fn access_found(row: Option<&tokio_postgres::Row>, check_sso: bool) -> AccessLookup {
     let Some(row) = row else {
-        return Ok(AccessLookup::NoUser);
+        return AccessLookup::NoUser;
     };
     if !row.get::<_, bool>("session_live") {
-        return Ok(AccessLookup::SessionEnded);
+        return AccessLookup::SessionEnded;
     }
     let user_id: Uuid = row.get("user_id");
     let token = row
         .get::<_, Option<Uuid>>("token_id")
         .map(|id| (id, row.get::<_, Vec<String>>("token_scopes")));
     let Some(org_id) = row.get::<_, Option<Uuid>>("org_id") else {
-        return Ok(AccessLookup::NotMember { user_id, token });
+        return AccessLookup::NotMember { user_id, token };
     };
     let sso_org: Option<Uuid> = row.get("sso_org");
     let enforced: bool = row.get("sso_enforced");
     if check_sso && (sso_org.is_some_and(|o| o != org_id) || (enforced && sso_org != Some(org_id)))
     {
-        return Ok(AccessLookup::SsoRequired { user_id, token });
+        return AccessLookup::SsoRequired { user_id, token };
     }
-    Ok(AccessLookup::Member {
+    AccessLookup::Member {
         user_id,
         token,
         membership: Membership {
@@ -940,7 +1084,7 @@ async fn access_lookup_on(
             level: row.get("level"),
             permissions: row.get("permissions"),
         },
-    })
+    }
 }
 
 /// Inserts an organization with a unique slug (derived from `slug_base`,
