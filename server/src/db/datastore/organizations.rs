@@ -901,7 +901,24 @@ impl Datastore {
             std::task::Poll::Ready(read) => (access.await, read),
             std::task::Poll::Pending => futures::join!(access, read),
         };
-        Ok((access?, read))
+        match access {
+            Ok(access) => Ok((access, read)),
+            Err(e) => Err(match read {
+                // The connection failed under both (the database shut
+                // down) while a read that did not join (its statement
+                // being prepared, on the same connection, ahead of the
+                // authorization statement) waited: PostgreSQL's error went
+                // to the read, the authorization statement saw only the
+                // connection close. A 503 either way, with the cause
+                // logged, never shown.
+                Err(cause @ Error::Unavailable { .. })
+                    if matches!(e, Error::Unavailable { .. }) =>
+                {
+                    cause
+                }
+                _ => e,
+            }),
+        }
     }
 }
 
