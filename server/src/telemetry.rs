@@ -534,6 +534,68 @@ pub fn statement(sql: &str) -> Option<ChildSpan> {
     ))
 }
 
+/// The span of statements sent together as one batch, with one `Sync`
+/// (`None` while tracing is off): one database operation, named as the
+/// semantic conventions name a batch (`BATCH SELECT postgresql`,
+/// `db.operation.name` `BATCH SELECT` when every statement is a
+/// `SELECT`), its size (`db.operation.batch.size`) and the statements'
+/// texts joined by `; ` (each joined text made once: the statements are
+/// constants). One statement is [`statement`]'s span.
+pub fn batch(sqls: &[&'static str]) -> Option<ChildSpan> {
+    if !enabled() {
+        return None;
+    }
+    let [first, ..] = sqls else {
+        return None;
+    };
+    if sqls.len() == 1 {
+        return statement(first);
+    }
+    let selects = sqls.iter().all(|sql| operation_of(sql).1 == "SELECT");
+    let (name, operation) = if selects {
+        ("BATCH SELECT postgresql", "BATCH SELECT")
+    } else {
+        ("BATCH postgresql", "BATCH")
+    };
+    Some(child(
+        name,
+        SpanKind::Client,
+        vec![
+            KeyValue::new("db.system.name", "postgresql"),
+            KeyValue::new("db.operation.name", operation),
+            KeyValue::new("db.operation.batch.size", sqls.len() as i64),
+            KeyValue::new("db.query.text", batch_text(sqls)),
+        ],
+    ))
+}
+
+/// The texts of a batch's statements joined by `; `, at most 2,000
+/// characters, made once per batch of constants (the first 1,024 kept;
+/// found by the statements' addresses: constants never move).
+fn batch_text(sqls: &[&'static str]) -> opentelemetry::StringValue {
+    use std::sync::{Arc, LazyLock, RwLock};
+    type Texts = std::collections::HashMap<Vec<(usize, usize)>, Arc<str>>;
+    static TEXTS: LazyLock<RwLock<Texts>> = LazyLock::new(Default::default);
+    let key: Vec<(usize, usize)> = sqls
+        .iter()
+        .map(|s| (s.as_ptr() as usize, s.len()))
+        .collect();
+    if let Some(text) = TEXTS.read().ok().and_then(|t| t.get(&key).cloned()) {
+        return text.into();
+    }
+    let joined = sqls.join("; ");
+    let text: Arc<str> = match joined.char_indices().nth(2000) {
+        Some((end, _)) => joined[..end].into(),
+        None => joined.into(),
+    };
+    if let Ok(mut texts) = TEXTS.write()
+        && texts.len() < 1024
+    {
+        texts.insert(key, text.clone());
+    }
+    text.into()
+}
+
 /// A statement's span name and `db.operation.name`, from its first word.
 fn operation_of(sql: &str) -> (&'static str, &'static str) {
     let first = sql.split_whitespace().next().unwrap_or_default();

@@ -617,8 +617,47 @@ async fn a_zero_sample_ratio_records_only_what_callers_sample() {
         }
         assert_eq!(request.send().await.unwrap().status().as_u16(), 200);
     }
+    // The conversation list, twice (the first prepares its statement):
+    // the second sends the authorization statement and the page as one
+    // batch, one span.
+    let org = ada.personal_org().await;
+    for _ in 0..2 {
+        let listed = workspace_tests::http()
+            .get(format!("{}/api/conversation/list", cx.base_url))
+            .query(&[("org_id", org.to_string())])
+            .bearer_auth(&ada.token)
+            .header("traceparent", format!("00-{sampled}-00f067aa0ba902b7-01"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(listed.status().as_u16(), 200);
+    }
     cx.teardown().await;
     let spans = collector.spans();
+    let batches: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "BATCH SELECT postgresql")
+        .collect();
+    assert_eq!(
+        batches.len(),
+        1,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let batch = batches[0];
+    assert_eq!(
+        attribute(batch, "db.operation.name").as_deref(),
+        Some("BATCH SELECT")
+    );
+    assert_eq!(
+        attribute(batch, "db.operation.batch.size").as_deref(),
+        Some("2")
+    );
+    let text = attribute(batch, "db.query.text").unwrap_or_default();
+    assert!(
+        text.starts_with("SELECT u.id AS user_id") && text.contains("; SELECT id, title"),
+        "{text}"
+    );
     assert!(
         spans
             .iter()

@@ -854,16 +854,16 @@ impl Datastore {
         let early = futures::poll!(read.as_mut());
         let joined = std::mem::replace(&mut *pending.lock(), Joined::Closed);
         let access = async {
-            // The statement's span (while tracing is on), ended with it.
-            let _span = crate::telemetry::statement(sql);
             let mut batch = tokio_postgres::Batch::new();
             ids.push_to(&mut batch, &statement)?;
-            let read_rows = match joined {
-                Joined::Read(read, rows) => {
+            // The batch's span (while tracing is on), ended with it: one
+            // database operation, of one statement or two.
+            let (read_rows, _span) = match joined {
+                Joined::Read(read, rows, read_sql) => {
                     batch.append(read);
-                    Some(rows)
+                    (Some(rows), crate::telemetry::batch(&[sql, read_sql]))
                 }
-                Joined::Open | Joined::Closed => None,
+                Joined::Open | Joined::Closed => (None, crate::telemetry::statement(sql)),
             };
             match quick.query_batch(batch).await {
                 Ok(mut sets) => {
@@ -943,10 +943,11 @@ pub struct Pending<'a> {
 enum Joined {
     /// The authorization statement has not gone out: a read may join it.
     Open,
-    /// A read joined: its statement, and where its rows go.
+    /// A read joined: its statement, where its rows go, and its SQL.
     Read(
         tokio_postgres::Batch,
         tokio::sync::oneshot::Sender<Result<Vec<tokio_postgres::Row>, Error>>,
+        &'static str,
     ),
     /// The authorization statement went out: a read runs on its own.
     Closed,
@@ -967,7 +968,7 @@ impl Pending<'_> {
     /// gone out yet, on its own after it.
     pub(crate) async fn query(
         &self,
-        sql: &str,
+        sql: &'static str,
         params: super::Params<'_>,
     ) -> Result<Vec<tokio_postgres::Row>, Error> {
         let statement = self.quick.prepare(sql).await?;
@@ -982,22 +983,19 @@ impl Pending<'_> {
                         .map(|p| *p as &dyn tokio_postgres::types::ToSql),
                 )?;
                 let (rows, answer) = tokio::sync::oneshot::channel();
-                *joined = Joined::Read(batch, rows);
+                *joined = Joined::Read(batch, rows, sql);
                 Some(answer)
             } else {
                 None
             }
         };
         match joined {
-            Some(answer) => {
-                // The statement's span (while tracing is on), ended with it.
-                let _span = crate::telemetry::statement(sql);
-                answer.await.unwrap_or_else(|_| {
-                    Err(Error::internal(
-                        "the authorization statement ended without answering the read",
-                    ))
-                })
-            }
+            // In the batch's span.
+            Some(answer) => answer.await.unwrap_or_else(|_| {
+                Err(Error::internal(
+                    "the authorization statement ended without answering the read",
+                ))
+            }),
             None => Ok(self.quick.query(sql, params).await?),
         }
     }
