@@ -523,15 +523,7 @@ pub fn statement(sql: &str) -> Option<ChildSpan> {
         return None;
     }
     let (name, operation) = operation_of(sql);
-    Some(child(
-        name,
-        SpanKind::Client,
-        vec![
-            KeyValue::new("db.system.name", "postgresql"),
-            KeyValue::new("db.operation.name", operation),
-            KeyValue::new("db.query.text", sql_text(sql)),
-        ],
-    ))
+    Some(database_span(name, operation, None, sql_text(sql)))
 }
 
 /// The span of statements sent together as one batch, with one `Sync`
@@ -557,43 +549,42 @@ pub fn batch(sqls: &[&'static str]) -> Option<ChildSpan> {
     } else {
         ("BATCH postgresql", "BATCH")
     };
-    Some(child(
+    Some(database_span(
         name,
-        SpanKind::Client,
-        vec![
-            KeyValue::new("db.system.name", "postgresql"),
-            KeyValue::new("db.operation.name", operation),
-            KeyValue::new("db.operation.batch.size", sqls.len() as i64),
-            KeyValue::new("db.query.text", batch_text(sqls)),
-        ],
+        operation,
+        Some(sqls.len()),
+        batch_text(sqls),
     ))
 }
 
-/// The texts of a batch's statements joined by `; `, at most 2,000
-/// characters, made once per batch of constants (the first 1,024 kept;
-/// found by the statements' addresses: constants never move).
+/// A database operation's span: the system, the operation, the batch's
+/// size when it is one, and the text.
+fn database_span(
+    name: &'static str,
+    operation: &'static str,
+    batch_size: Option<usize>,
+    text: opentelemetry::StringValue,
+) -> ChildSpan {
+    let mut attributes = Vec::with_capacity(4);
+    attributes.push(KeyValue::new("db.system.name", "postgresql"));
+    attributes.push(KeyValue::new("db.operation.name", operation));
+    if let Some(size) = batch_size {
+        attributes.push(KeyValue::new("db.operation.batch.size", size as i64));
+    }
+    attributes.push(KeyValue::new("db.query.text", text));
+    child(name, SpanKind::Client, attributes)
+}
+
+/// The texts of a batch's statements joined by `; `, cut and kept as
+/// [`sql_text`] does (found by the statements' addresses: constants never
+/// move, so nothing is compared).
 fn batch_text(sqls: &[&'static str]) -> opentelemetry::StringValue {
-    use std::sync::{Arc, LazyLock, RwLock};
-    type Texts = std::collections::HashMap<Vec<(usize, usize)>, Arc<str>>;
-    static TEXTS: LazyLock<RwLock<Texts>> = LazyLock::new(Default::default);
-    let key: Vec<(usize, usize)> = sqls
+    static TEXTS: TextCache<Vec<(usize, usize)>, ()> = TextCache::new();
+    let key = sqls
         .iter()
         .map(|s| (s.as_ptr() as usize, s.len()))
         .collect();
-    if let Some(text) = TEXTS.read().ok().and_then(|t| t.get(&key).cloned()) {
-        return text.into();
-    }
-    let joined = sqls.join("; ");
-    let text: Arc<str> = match joined.char_indices().nth(2000) {
-        Some((end, _)) => joined[..end].into(),
-        None => joined.into(),
-    };
-    if let Ok(mut texts) = TEXTS.write()
-        && texts.len() < 1024
-    {
-        texts.insert(key, text.clone());
-    }
-    text.into()
+    TEXTS.get_or_make(key, |()| true, || ((), sqls.join("; ")))
 }
 
 /// A statement's span name and `db.operation.name`, from its first word.
@@ -624,27 +615,54 @@ fn operation_of(sql: &str) -> (&'static str, &'static str) {
 /// other is copied). Found by the SQL's address and length, compared
 /// before use, so the hot path neither hashes nor copies the text.
 fn sql_text(sql: &str) -> opentelemetry::StringValue {
-    use std::sync::{Arc, LazyLock, RwLock};
-    type Texts = std::collections::HashMap<(usize, usize), (Box<str>, Arc<str>)>;
-    static TEXTS: LazyLock<RwLock<Texts>> = LazyLock::new(Default::default);
-    let key = (sql.as_ptr() as usize, sql.len());
-    if let Some(text) = TEXTS.read().ok().and_then(|t| {
-        t.get(&key)
-            .filter(|(original, _)| **original == *sql)
-            .map(|(_, text)| text.clone())
-    }) {
-        return text.into();
+    static TEXTS: TextCache<(usize, usize), Box<str>> = TextCache::new();
+    TEXTS.get_or_make(
+        (sql.as_ptr() as usize, sql.len()),
+        |original| **original == *sql,
+        || (sql.into(), sql.to_string()),
+    )
+}
+
+/// Statement texts cut to 2,000 characters, kept by key (at most 1,024;
+/// beyond, each is made anew), each with what tells whether it still
+/// stands for the key's text (`check`).
+struct TextCache<K, V>(std::sync::LazyLock<std::sync::RwLock<Texts<K, V>>>);
+
+/// Each key's check value and cut text.
+type Texts<K, V> = std::collections::HashMap<K, (V, std::sync::Arc<str>)>;
+
+impl<K: std::hash::Hash + Eq, V> TextCache<K, V> {
+    const fn new() -> Self {
+        TextCache(std::sync::LazyLock::new(Default::default))
     }
-    let text: Arc<str> = match sql.char_indices().nth(2000) {
-        Some((end, _)) => sql[..end].into(),
-        None => sql.into(),
-    };
-    if let Ok(mut texts) = TEXTS.write()
-        && texts.len() < 1024
-    {
-        texts.insert(key, (sql.into(), text.clone()));
+
+    fn get_or_make(
+        &self,
+        key: K,
+        check: impl Fn(&V) -> bool,
+        make: impl FnOnce() -> (V, String),
+    ) -> opentelemetry::StringValue {
+        let kept = self.0.read().ok().and_then(|texts| {
+            texts
+                .get(&key)
+                .filter(|(original, _)| check(original))
+                .map(|(_, text)| text.clone())
+        });
+        if let Some(text) = kept {
+            return text.into();
+        }
+        let (original, text) = make();
+        let text: std::sync::Arc<str> = match text.char_indices().nth(2000) {
+            Some((end, _)) => text[..end].into(),
+            None => text.into(),
+        };
+        if let Ok(mut texts) = self.0.write()
+            && texts.len() < 1024
+        {
+            texts.insert(key, (original, text.clone()));
+        }
+        text.into()
     }
-    text.into()
 }
 
 /// The span of one model call (`None` while tracing is off), with the
@@ -695,5 +713,36 @@ pub fn in_span<F: std::future::Future>(
     match span {
         Some(span) => futures::future::Either::Right(future.with_context(span.context())),
         None => futures::future::Either::Left(future),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statement_texts_are_cut_at_2000_characters_and_checked_before_reuse() {
+        // Cut on a character boundary: 2,000 two-byte characters kept.
+        let long = "é".repeat(2500);
+        let text = sql_text(&long);
+        assert_eq!(text.as_str().chars().count(), 2000);
+        assert_eq!(text.as_str().len(), 4000);
+        assert_eq!(sql_text("SELECT 1").as_str(), "SELECT 1");
+
+        // A key whose check fails is made anew, not served stale.
+        static TEXTS: TextCache<u8, &'static str> = TextCache::new();
+        let first = TEXTS.get_or_make(1, |o| *o == "a", || ("a", "a".into()));
+        let again = TEXTS.get_or_make(1, |o| *o == "a", || ("a", "made again".into()));
+        let other = TEXTS.get_or_make(1, |o| *o == "b", || ("b", "b".into()));
+        assert_eq!(
+            (first.as_str(), again.as_str(), other.as_str()),
+            ("a", "a", "b")
+        );
+
+        // A batch: its statements joined, the same text for the same constants.
+        const A: &str = "SELECT a";
+        const B: &str = "SELECT b";
+        assert_eq!(batch_text(&[A, B]).as_str(), "SELECT a; SELECT b");
+        assert_eq!(batch_text(&[B, A]).as_str(), "SELECT b; SELECT a");
     }
 }
