@@ -46,6 +46,16 @@
 //!
 //! `BENCH_ONLY=deploy` measures the deployment endpoint alone.
 //!
+//! Unless `BENCH_FLOOR=0`, `conversation/list` also runs on the bare stack
+//! (this benchmark's binary again, as a separate process: hyper's HTTP/1
+//! server and the vendored tokio-postgres on one connection, on a tokio
+//! runtime of two workers as the server's), in the same rounds: every
+//! request sends the same two statements with the same parameters as one
+//! batch (one `Sync`), checks the membership row and answers the same
+//! JSON, with nothing else (no routing, token, authorization rules, log
+//! line, metrics). Its share of pgbench pipelined is the most this stack
+//! gets on this machine; this build over it is printed per round.
+//!
 //! `BENCH_PERF=1` then samples the server with `perf record` during one
 //! more run of `conversation/list` at 8 connections and of the deployment
 //! endpoint, and prints where its CPU time went.
@@ -655,6 +665,153 @@ impl Drop for ServerProcess {
     }
 }
 
+/// The bare stack's row (see the module's documentation).
+const FLOOR: &str = "list, bare stack";
+
+/// Starts the bare stack's server: this binary again with
+/// `BENCH_FLOOR_SERVE` (see [`floor_serve`]), on a free port, for the
+/// user, organization and session in `vars`.
+async fn start_floor(db_url: &str, vars: &[(&str, String)]) -> (ServerProcess, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("port")
+        .port();
+    let mut command = Command::new(std::env::current_exe().expect("this benchmark's binary"));
+    command
+        .env("BENCH_FLOOR_SERVE", "1")
+        .env("BENCH_FLOOR_BIND", format!("127.0.0.1:{port}"))
+        .env("DATABASE_URL", db_url);
+    for (name, value) in vars {
+        command.env(format!("BENCH_FLOOR_{}", name.to_uppercase()), value);
+    }
+    let child = ServerProcess(
+        command
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("starting the bare stack"),
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    for _ in 0..200 {
+        if http
+            .get(format!("{base}/"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return (child, base);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the bare stack did not start");
+}
+
+/// The bare stack (`BENCH_FLOOR_SERVE`): every request, whatever its path,
+/// sends the authorization statement and the conversation list with the
+/// benchmark's parameters as one batch on one connection, refuses `403`
+/// without an active membership, and answers the list as the server does.
+async fn floor_serve() {
+    use std::sync::Arc;
+    let var = |name: &str| {
+        std::env::var(format!("BENCH_FLOOR_{name}")).unwrap_or_else(|_| panic!("{name}"))
+    };
+    let id = |name: &str| uuid::Uuid::parse_str(&var(name)).expect("a uuid");
+    let db_url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
+    let (client, connection) = tokio_postgres::connect(&db_url, tokio_postgres::NoTls)
+        .await
+        .expect("the database");
+    tokio::spawn(connection);
+    let floor = Arc::new(Floor {
+        access: client
+            .prepare(organizations::ACCESS_BY_ORG)
+            .await
+            .expect("the authorization statement"),
+        list: client
+            .prepare(conversations::CONVERSATION_LIST)
+            .await
+            .expect("the list statement"),
+        client,
+        user: id("USER_ID"),
+        org: id("ORG_ID"),
+        session: Some(id("SESSION_ID")),
+        issued_at: var("ISSUED_AT").parse().expect("the issue time"),
+    });
+    let listener = tokio::net::TcpListener::bind(var("BIND"))
+        .await
+        .expect("the bare stack's port");
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let floor = floor.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |_request| {
+                let floor = floor.clone();
+                async move { Ok::<_, std::convert::Infallible>(floor.answer().await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+struct Floor {
+    client: tokio_postgres::Client,
+    access: tokio_postgres::Statement,
+    list: tokio_postgres::Statement,
+    user: uuid::Uuid,
+    org: uuid::Uuid,
+    session: Option<uuid::Uuid>,
+    issued_at: i64,
+}
+
+impl Floor {
+    async fn answer(&self) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
+        use tokio_postgres::types::ToSql;
+        let (limit, offset) = (100i64, 0i64);
+        let access: [&(dyn ToSql + Sync); 4] =
+            [&self.user, &self.org, &self.session, &self.issued_at];
+        let list: [&(dyn ToSql + Sync); 3] = [&self.org, &limit, &offset];
+        let mut batch = tokio_postgres::Batch::new();
+        let sent = match batch
+            .push(&self.access, access.iter().map(|p| *p as &dyn ToSql))
+            .and_then(|()| batch.push(&self.list, list.iter().map(|p| *p as &dyn ToSql)))
+        {
+            Ok(()) => self.client.query_batch(batch).await.ok(),
+            Err(_) => None,
+        };
+        let (status, body) = match sent.as_deref() {
+            Some([access, rows])
+                if access
+                    .first()
+                    .is_some_and(|a| a.get::<_, Option<uuid::Uuid>>("role_id").is_some()) =>
+            {
+                let list: Vec<workspace_api::conversations::Conversation> = rows
+                    .iter()
+                    .map(|row| workspace_api::conversations::Conversation {
+                        id: row.get("id"),
+                        title: row.get("title"),
+                        is_archived: row.get("is_archived"),
+                        created_at: row.get("created_at"),
+                        updated_at: row.get("updated_at"),
+                    })
+                    .collect();
+                (200, serde_json::to_vec(&list).expect("JSON"))
+            }
+            Some(_) => (403, b"{}".to_vec()),
+            None => (503, b"{}".to_vec()),
+        };
+        hyper::Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .expect("a response")
+    }
+}
+
 /// An OTLP/HTTP collector that answers every export `200` and keeps
 /// nothing (for the traced server's spans).
 async fn discarding_collector() -> String {
@@ -878,6 +1035,9 @@ fn row(what: &str, conns: usize, s: &Figures, p: &Figures, piped: &Figures) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if std::env::var_os("BENCH_FLOOR_SERVE").is_some() {
+        return floor_serve().await;
+    }
     let secs = Duration::from_secs(
         std::env::var("BENCH_SECS")
             .ok()
@@ -1031,6 +1191,20 @@ async fn main() {
             &user.token,
         ));
     }
+    let floor = if std::env::var("BENCH_FLOOR").is_ok_and(|v| v == "0") {
+        None
+    } else {
+        Some(start_floor(&cx.db_url, &vars).await)
+    };
+    if let Some((_, floor_base)) = &floor {
+        endpoints.push((
+            FLOOR,
+            format!("{floor_base}/api/conversation/list?org_id={org}"),
+            endpoints[0].2.clone(),
+            &user.token,
+        ));
+    }
+    let traced_index = endpoints.iter().position(|e| e.0.ends_with("(traced)"));
 
     // `BENCH_HOLD=SECS`: print the endpoints and the token, keep the server
     // up that long (for profiling it under an external load), then stop.
@@ -1183,11 +1357,25 @@ async fn main() {
     if traced.is_some() && list_rounds > 0 {
         // Traced over untraced, each round's pair (run back to back).
         println!("\ntracing on / off, GET /api/conversation/list throughput, per round");
-        let last = endpoints.len() - 1;
+        let traced = traced_index.expect("the traced endpoint");
         for (c, conns) in CONNECTIONS.into_iter().enumerate() {
-            let on = &shares[last * CONNECTIONS.len() + c];
+            let on = &shares[traced * CONNECTIONS.len() + c];
             let off = &shares[c];
             println!("{conns:>5} connections: {}", ratios(on, off));
+        }
+    }
+    if floor.is_some() && list_rounds > 0 {
+        // This build over the bare stack, each round's pair of shares
+        // (each of its own pgbench run, as the traced ratio).
+        println!(
+            "\nthis build / the bare stack (hyper + tokio-postgres, the same batch and JSON), \
+             GET /api/conversation/list throughput, per round"
+        );
+        let bare = endpoints.len() - 1;
+        for (c, conns) in CONNECTIONS.into_iter().enumerate() {
+            let now = &shares[c];
+            let floor = &shares[bare * CONNECTIONS.len() + c];
+            println!("{conns:>5} connections: {}", ratios(now, floor));
         }
     }
     println!(
@@ -1199,7 +1387,7 @@ async fn main() {
         // last endpoint).
         let mut profiles = vec![(server.0.id(), &endpoints[0])];
         if let Some((process, _)) = &traced {
-            profiles.push((process.0.id(), &endpoints[endpoints.len() - 1]));
+            profiles.push((process.0.id(), &endpoints[traced_index.expect("traced")]));
         }
         for (pid, (what, url, _, token)) in profiles {
             profiled(&format!("{what} at 8 connections"), pid, secs, async {
