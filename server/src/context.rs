@@ -271,19 +271,16 @@ impl ServerContext {
                 let origin = self.origin(rqctx, AuditActor::user(user_id, token_id));
                 let org_id = membership.org_id;
                 crate::telemetry::note_organization(org_id);
+                // Kept for the audit log only where a refusal is recorded
+                // (not copied, with its three strings, for every request).
+                let refusal_origin = require.administrative().then(|| origin.clone());
                 let granted = OrgAccess::grant(
-                    user_id,
-                    membership,
-                    token,
-                    target,
-                    require,
-                    &rqctx.log,
-                    origin.clone(),
+                    user_id, membership, token, target, require, &rqctx.log, origin,
                 );
                 if let Err(Error::Forbidden { code, .. }) = &granted
-                    && require.administrative()
+                    && let Some(origin) = &refusal_origin
                 {
-                    self.audit_refusal(rqctx, &origin, Some(org_id), code).await;
+                    self.audit_refusal(rqctx, origin, Some(org_id), code).await;
                 }
                 granted
             }
