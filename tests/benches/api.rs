@@ -691,11 +691,21 @@ async fn start_floor(db_url: &str, vars: &[(&str, String)]) -> (ServerProcess, S
             .spawn()
             .expect("starting the bare stack"),
     );
+    started(child, port, "/", "the bare stack").await
+}
+
+/// `child` once it answers `path` on `port` with a success (10 s at most).
+async fn started(
+    child: ServerProcess,
+    port: u16,
+    path: &str,
+    what: &str,
+) -> (ServerProcess, String) {
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     for _ in 0..200 {
         if http
-            .get(format!("{base}/"))
+            .get(format!("{base}{path}"))
             .send()
             .await
             .is_ok_and(|r| r.status().is_success())
@@ -704,7 +714,7 @@ async fn start_floor(db_url: &str, vars: &[(&str, String)]) -> (ServerProcess, S
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("the bare stack did not start");
+    panic!("{what} did not start");
 }
 
 /// The bare stack (`BENCH_FLOOR_SERVE`): every request, whatever its path,
@@ -914,20 +924,7 @@ async fn start_binary_at(
             .spawn()
             .expect("starting workspace-server"),
     );
-    let base = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    for _ in 0..200 {
-        if http
-            .get(format!("{base}/healthz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            return (child, base);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("workspace-server did not start");
+    started(child, port, "/healthz", "workspace-server").await
 }
 
 /// `BENCH_BASELINE`: that binary (an earlier build) on a database of its
