@@ -584,7 +584,7 @@ fn batch_text(sqls: &[&'static str]) -> opentelemetry::StringValue {
         .iter()
         .map(|s| (s.as_ptr() as usize, s.len()))
         .collect();
-    TEXTS.get_or_make(key, |()| true, || ((), sqls.join("; ")))
+    TEXTS.get_or_make(key, |()| true, || sqls.join("; ").into(), || ())
 }
 
 /// A statement's span name and `db.operation.name`, from its first word.
@@ -619,7 +619,8 @@ fn sql_text(sql: &str) -> opentelemetry::StringValue {
     TEXTS.get_or_make(
         (sql.as_ptr() as usize, sql.len()),
         |original| **original == *sql,
-        || (sql.into(), sql.to_string()),
+        || sql.into(),
+        || sql.into(),
     )
 }
 
@@ -636,11 +637,15 @@ impl<K: std::hash::Hash + Eq, V> TextCache<K, V> {
         TextCache(std::sync::LazyLock::new(Default::default))
     }
 
-    fn get_or_make(
+    /// The kept text of `key` if `check` accepts it, else `text()` cut,
+    /// kept with `original()` while there is room (each made only when
+    /// needed: a statement's text is borrowed, not copied, to be cut).
+    fn get_or_make<'t>(
         &self,
         key: K,
         check: impl Fn(&V) -> bool,
-        make: impl FnOnce() -> (V, String),
+        text: impl FnOnce() -> std::borrow::Cow<'t, str>,
+        original: impl FnOnce() -> V,
     ) -> opentelemetry::StringValue {
         let kept = self.0.read().ok().and_then(|texts| {
             texts
@@ -651,7 +656,7 @@ impl<K: std::hash::Hash + Eq, V> TextCache<K, V> {
         if let Some(text) = kept {
             return text.into();
         }
-        let (original, text) = make();
+        let text = text();
         let text: std::sync::Arc<str> = match text.char_indices().nth(2000) {
             Some((end, _)) => text[..end].into(),
             None => text.into(),
@@ -659,7 +664,7 @@ impl<K: std::hash::Hash + Eq, V> TextCache<K, V> {
         if let Ok(mut texts) = self.0.write()
             && texts.len() < 1024
         {
-            texts.insert(key, (original, text.clone()));
+            texts.insert(key, (original(), text.clone()));
         }
         text.into()
     }
@@ -731,9 +736,9 @@ mod tests {
 
         // A key whose check fails is made anew, not served stale.
         static TEXTS: TextCache<u8, &'static str> = TextCache::new();
-        let first = TEXTS.get_or_make(1, |o| *o == "a", || ("a", "a".into()));
-        let again = TEXTS.get_or_make(1, |o| *o == "a", || ("a", "made again".into()));
-        let other = TEXTS.get_or_make(1, |o| *o == "b", || ("b", "b".into()));
+        let first = TEXTS.get_or_make(1, |o| *o == "a", || "a".into(), || "a");
+        let again = TEXTS.get_or_make(1, |o| *o == "a", || "made again".into(), || "a");
+        let other = TEXTS.get_or_make(1, |o| *o == "b", || "b".into(), || "b");
         assert_eq!(
             (first.as_str(), again.as_str(), other.as_str()),
             ("a", "a", "b")
