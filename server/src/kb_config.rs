@@ -105,6 +105,11 @@ pub struct KbConfig {
     pub max_attempts: i32,
     /// First retry backoff in seconds; doubles per attempt.
     pub retry_backoff_secs: u64,
+    /// Wall clock of one attempt of a job (reading, extracting, chunking,
+    /// embedding, storing a document), in seconds; past it the attempt is
+    /// stopped (its extraction worker killed) and the job fails for good
+    /// with the reason, freeing the worker for the rest of the queue.
+    pub job_timeout_secs: u64,
     /// How often idle workers look for jobs, in milliseconds.
     pub poll_interval_ms: u64,
     /// Chunk size in tokens of the embedding model's tokenizer.
@@ -131,6 +136,7 @@ impl Default for KbConfig {
             lease_secs: 60,
             max_attempts: 5,
             retry_backoff_secs: 2,
+            job_timeout_secs: 600,
             poll_interval_ms: 1000,
             chunk_tokens: 200,
             chunk_overlap: 30,

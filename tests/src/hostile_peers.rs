@@ -201,3 +201,84 @@ impl Drop for CraftedMcp {
         self.task.abort();
     }
 }
+
+/// A hostile web site on 127.0.0.1 for knowledge-base web sources
+/// (`/robots.txt` answers 404 at once, so every path may be fetched):
+/// - `/slow…`: a slow-loris page: its head at once, then one byte of an
+///   endless HTML body every 200 ms;
+/// - `/lie-close…`: `Content-Length: 100000`, 64 bytes of text, then the
+///   connection closed;
+/// - `/lie-open…`: the same 64 bytes, then the connection held open
+///   (nothing more ever comes);
+/// - anything else: 404.
+///
+/// Every connection ends within two minutes.
+pub struct HostileSite {
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HostileSite {
+    pub async fn start() -> HostileSite {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding the hostile site");
+        let addr = listener.local_addr().expect("address");
+        let task = tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let Some(r) = read_request(&mut socket).await else {
+                        return;
+                    };
+                    let serve = async {
+                        if r.path.starts_with("/slow") {
+                            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\
+                                        Transfer-Encoding: chunked\r\n\r\n";
+                            socket.write_all(head.as_bytes()).await?;
+                            socket.write_all(b"6\r\n<html>\r\n").await?;
+                            loop {
+                                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                                socket.write_all(b"1\r\nx\r\n").await?;
+                                socket.flush().await?;
+                            }
+                        } else if r.path.starts_with("/lie-") {
+                            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
+                                        Content-Length: 100000\r\n\r\n";
+                            socket.write_all(head.as_bytes()).await?;
+                            socket.write_all(&[b'a'; 64]).await?;
+                            socket.flush().await?;
+                            if r.path.starts_with("/lie-open") {
+                                std::future::pending::<()>().await;
+                            }
+                            Ok::<(), std::io::Error>(())
+                        } else {
+                            write_reply(
+                                &mut socket,
+                                Reply {
+                                    status: 404,
+                                    headers: vec![("Content-Type".into(), "text/plain".into())],
+                                    body: b"not here".to_vec(),
+                                },
+                            )
+                            .await;
+                            Ok(())
+                        }
+                    };
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(120), serve).await;
+                });
+            }
+        });
+        HostileSite { addr, task }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for HostileSite {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -19,8 +19,13 @@
 //! A transient failure (network, 429/5xx, embedder still provisioning) is
 //! retried with exponential backoff (`kb.retry_backoff_secs`, doubling, at
 //! most 10 minutes) up to `kb.max_attempts`; a permanent one (corrupt file,
-//! robots.txt, wrong credentials) fails the document at once. Either way the
-//! document shows the error, and other documents go on. A worker that dies
+//! too deep, too large, an extraction out of time, a page that dribbles or
+//! lies about its length, robots.txt, wrong credentials) fails the document
+//! at once. Either way the document shows the error, and other documents go
+//! on. Every attempt has a deadline (`kb.job_timeout_secs`): past it the
+//! attempt is dropped (its extraction worker killed) and the document
+//! fails with that reason, so a document holds a worker for at most that
+//! long. A worker that dies
 //! mid-job loses its lease; the job is taken over when the lease expires.
 //! A server that stops claims no new job, lets the jobs in progress finish
 //! for `http.shutdown_grace_secs`, then hands the rest back to the queue
@@ -164,6 +169,7 @@ async fn run(ing: &Ingestion, job: ClaimedJob) {
     if let Some(trace_id) = crate::telemetry::current_trace_id() {
         log = log.new(slog::o!("trace_id" => trace_id));
     }
+    let deadline = Duration::from_secs(ing.kb.job_timeout_secs.max(1));
     let work = async {
         if job.attempts > job.max_attempts {
             return Err(JobError::Permanent(format!(
@@ -171,10 +177,24 @@ async fn run(ing: &Ingestion, job: ClaimedJob) {
                 job.max_attempts
             )));
         }
-        match job.kind {
-            KbJobKind::Expand => expand(ing, &job).await,
-            KbJobKind::Ingest => ingest(ing, &job).await,
-        }
+        let attempt = async {
+            match job.kind {
+                KbJobKind::Expand => expand(ing, &job).await,
+                KbJobKind::Ingest => ingest(ing, &job).await,
+            }
+        };
+        // Past the deadline the attempt is dropped where it is: a fetch
+        // is abandoned, an extraction worker killed (kill_on_drop), an
+        // embedding batch's answer ignored. Final: the same document
+        // would take as long again, and the worker is needed for others.
+        tokio::time::timeout(deadline, attempt)
+            .await
+            .unwrap_or_else(|_| {
+                Err(JobError::Permanent(format!(
+                    "ingestion took longer than {} s (kb.job_timeout_secs) and was stopped",
+                    deadline.as_secs()
+                )))
+            })
     };
     let result = match jobs::hold(ing, &job, work, &log).await {
         Held::Done(result) => result,
@@ -514,14 +534,12 @@ async fn extract(
         .map_err(job_error)
 }
 
-/// A timeout may pass on a quieter machine: retried. Everything else
-/// (corrupt, encrypted, unsupported, too large for the worker's memory) is
-/// final.
+/// Every extraction failure is final: corrupt, encrypted, unsupported,
+/// too large for the worker's memory, and out of time too (a document
+/// that kept the parser busy for `files.extraction_timeout_secs` does so
+/// again: retried, it held a worker for minutes and stayed `processing`).
 fn job_error(e: crate::extract::ExtractError) -> JobError {
-    match e {
-        crate::extract::ExtractError::TimedOut(_) => JobError::Transient(e.to_string()),
-        e => JobError::Permanent(e.to_string()),
-    }
+    JobError::Permanent(e.to_string())
 }
 
 async fn read_file(ing: &Ingestion, key: &str, size: i64) -> Result<bytes::Bytes, JobError> {

@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub mod html;
+pub mod json;
 pub mod sniff;
 pub mod worker;
 
@@ -80,7 +81,7 @@ pub enum ExtractError {
 pub fn supports(content_type: &str) -> bool {
     matches!(
         content_type,
-        "text/plain" | "text/markdown" | "text/csv" | HTML | PDF | DOCX | XLSX
+        "text/plain" | "text/markdown" | "text/csv" | JSON | HTML | PDF | DOCX | XLSX
     )
 }
 
@@ -93,6 +94,7 @@ pub struct Document {
 }
 
 const HTML: &str = "text/html";
+const JSON: &str = "application/json";
 const PDF: &str = "application/pdf";
 const DOCX: &str = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
 const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
@@ -189,7 +191,21 @@ pub(crate) fn extract_parts(
     max_bytes: usize,
 ) -> Result<Document, ExtractError> {
     let text = match content_type {
-        "text/plain" | "text/markdown" => {
+        // A text that is JSON nested deeper than people write (100,000
+        // deep in a few hundred KB) becomes its values, read without
+        // recursion; any other text stays as it is.
+        "text/plain" | JSON => {
+            // `{`, `[` or a byte-order mark first: maybe JSON.
+            let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+            let deep = matches!(first, Some(b'{' | b'[' | 0xEF))
+                .then(|| json::deep_json_text(&String::from_utf8_lossy(bytes), max_bytes))
+                .flatten();
+            deep.unwrap_or_else(|| {
+                String::from_utf8_lossy(&bytes[..bytes.len().min(max_bytes.saturating_add(4))])
+                    .into_owned()
+            })
+        }
+        "text/markdown" => {
             String::from_utf8_lossy(&bytes[..bytes.len().min(max_bytes.saturating_add(4))])
                 .into_owned()
         }
@@ -619,6 +635,24 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, ExtractError::Unsupported(_)));
+    }
+
+    #[test]
+    fn deep_json_is_read_as_its_values_and_shallow_json_as_it_is() {
+        let deep = "{\"a\":[".repeat(50_000) + "\"the lantern room\"" + &"]}".repeat(50_000);
+        for content_type in ["text/plain", JSON] {
+            let text = extract_blocking(content_type, deep.as_bytes(), 1 << 20).unwrap();
+            assert_eq!(text, "a: the lantern room\n", "{content_type}");
+        }
+        let shallow = "{\"a\": [1, \"two\"]}";
+        assert_eq!(
+            extract_blocking("text/plain", shallow.as_bytes(), 1 << 20).unwrap(),
+            shallow
+        );
+        assert_eq!(
+            extract_blocking("text/plain", b"[1] Introduction", 1 << 20).unwrap(),
+            "[1] Introduction"
+        );
     }
 
     #[tokio::test]

@@ -5,7 +5,10 @@
 //! everything, a 5xx or unreachable one is a transient failure); then the
 //! page is fetched with the guarded client (redirects followed up to
 //! `fetch.max_redirects`, each hop checked), its body read up to
-//! `fetch.max_bytes` within `fetch.timeout_secs`. HTML becomes readable
+//! `fetch.max_bytes` (counted, whatever `Content-Length` says), robots.txt
+//! and page within one deadline of `fetch.timeout_secs`. No answer by the
+//! deadline may be a busy server (transient); a body still arriving at it
+//! (a slow-loris site) or ending short of its `Content-Length` is final. HTML becomes readable
 //! text: the main article (`dom_smoothie`, a Readability port) when one is
 //! found, else the whole page as text (`html2text`); scripts, styles and
 //! navigation do not reach the chunks.
@@ -56,19 +59,49 @@ fn request_error(e: reqwest::Error, what: &str) -> SourceError {
     }
 }
 
-/// Reads a body up to `max` bytes.
+/// Reads a body up to `max` bytes (counted as they arrive, whatever the
+/// `Content-Length` says) until `deadline`. The server has answered by
+/// now, so a body still arriving at the deadline (a slow-loris site
+/// dripping bytes) is a permanent failure, and so is a body that ends
+/// before the length its `Content-Length` declared: another attempt would
+/// meet the same server.
 async fn read_capped(
     mut response: reqwest::Response,
     max: u64,
     what: &str,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
 ) -> Result<bytes::Bytes, SourceError> {
-    if response.content_length().is_some_and(|n| n > max) {
+    let declared = response.content_length();
+    if declared.is_some_and(|n| n > max) {
         return Err(SourceError::Permanent(format!(
             "{what} is larger than the limit of {max} bytes"
         )));
     }
+    let too_slow = |received: usize| {
+        SourceError::Permanent(format!(
+            "{what} was still arriving after {} s ({received} bytes received): \
+             the server sends too slowly (fetch.timeout_secs)",
+            timeout.as_secs()
+        ))
+    };
     let mut out = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| request_error(e, what))? {
+    loop {
+        let chunk = match tokio::time::timeout_at(deadline, response.chunk()).await {
+            Err(_) => return Err(too_slow(out.len())),
+            Ok(Ok(Some(chunk))) => chunk,
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) if e.is_timeout() => return Err(too_slow(out.len())),
+            Ok(Err(e)) => {
+                return Err(match declared {
+                    Some(n) if (out.len() as u64) < n => SourceError::Permanent(format!(
+                        "{what} ended after {} of the {n} bytes its Content-Length declared",
+                        out.len()
+                    )),
+                    _ => request_error(e, what),
+                });
+            }
+        };
         if out.len() as u64 + chunk.len() as u64 > max {
             return Err(SourceError::Permanent(format!(
                 "{what} is larger than the limit of {max} bytes"
@@ -79,20 +112,37 @@ async fn read_capped(
     Ok(out.into())
 }
 
+/// Sends `request`, waiting for the answer's head until `deadline`; no
+/// answer in time is transient (the server may be down or busy).
+async fn send_by(
+    request: reqwest::RequestBuilder,
+    what: &str,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Result<reqwest::Response, SourceError> {
+    tokio::time::timeout_at(deadline, request.send())
+        .await
+        .map_err(|_| {
+            SourceError::Transient(format!(
+                "fetching {what} got no answer within {} s",
+                timeout.as_secs()
+            ))
+        })?
+        .map_err(|e| request_error(e, what))
+}
+
 /// Whether robots.txt lets `limits.user_agent` fetch `url`.
 async fn robots_allow(
     client: &reqwest::Client,
     url: &reqwest::Url,
     limits: &WebLimits,
+    deadline: tokio::time::Instant,
 ) -> Result<bool, SourceError> {
     let mut robots = url.clone();
     robots.set_path("/robots.txt");
     robots.set_query(None);
     robots.set_fragment(None);
-    let response = tokio::time::timeout(limits.timeout, client.get(robots.clone()).send())
-        .await
-        .map_err(|_| SourceError::Transient("fetching robots.txt timed out".into()))?
-        .map_err(|e| request_error(e, "robots.txt"))?;
+    let response = send_by(client.get(robots), "robots.txt", deadline, limits.timeout).await?;
     let status = response.status();
     if status.is_client_error() {
         return Ok(true);
@@ -103,7 +153,7 @@ async fn robots_allow(
             status.as_u16()
         )));
     }
-    let body = read_capped(response, 512 * 1024, "robots.txt").await?;
+    let body = read_capped(response, 512 * 1024, "robots.txt", deadline, limits.timeout).await?;
     let mut path = url.path().to_string();
     if let Some(q) = url.query() {
         path.push('?');
@@ -126,7 +176,9 @@ pub async fn fetch(
         .map_err(|_| SourceError::Permanent(format!("{url:?} is not a URL")))?;
     crate::fetch::check_url(&parsed, limits.allow_private)
         .map_err(|e| SourceError::Permanent(format!("{url} cannot be fetched: {e}")))?;
-    if !robots_allow(client, &parsed, limits).await? {
+    // One deadline for the whole fetch, robots.txt included.
+    let deadline = tokio::time::Instant::now() + limits.timeout;
+    if !robots_allow(client, &parsed, limits, deadline).await? {
         return Err(SourceError::Permanent(format!(
             "robots.txt of {} disallows {} for {}",
             parsed.host_str().unwrap_or_default(),
@@ -134,33 +186,18 @@ pub async fn fetch(
             limits.user_agent
         )));
     }
-    let work = async {
-        let response = client
-            .get(parsed.clone())
-            .send()
-            .await
-            .map_err(|e| request_error(e, url))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(transient_or_permanent(status, url));
-        }
-        let final_url = response.url().to_string();
-        let header_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let bytes = read_capped(response, limits.max_bytes, url).await?;
-        Ok((final_url, header_type, bytes))
-    };
-    let (final_url, header_type, bytes) = tokio::time::timeout(limits.timeout, work)
-        .await
-        .map_err(|_| {
-            SourceError::Transient(format!(
-                "fetching {url} took longer than {} s",
-                limits.timeout.as_secs()
-            ))
-        })??;
+    let response = send_by(client.get(parsed.clone()), url, deadline, limits.timeout).await?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(transient_or_permanent(status, url));
+    }
+    let final_url = response.url().to_string();
+    let header_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let bytes = read_capped(response, limits.max_bytes, url, deadline, limits.timeout).await?;
     let content_type = header_type
         .or_else(|| super::type_of_name(parsed.path()).map(str::to_string))
         .unwrap_or_else(|| {

@@ -162,9 +162,12 @@ impl Datastore {
     /// Hands a claimed job back (its instance stops): queued and due at
     /// once, the attempt not counted. `false` when the job was no longer
     /// this worker's.
+    /// Its document shows `pending` again (not `processing`: no worker has
+    /// it until another instance claims it).
     pub async fn kb_job_release(&self, job: &ClaimedJob) -> Result<bool, Error> {
-        let conn = self.conn().await?;
-        let n = conn
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await?;
+        let n = tx
             .execute(
                 "UPDATE kb_jobs SET state = $4, attempts = greatest(attempts - 1, 0), \
                      locked_by = NULL, locked_until = NULL, run_after = now(), \
@@ -178,6 +181,24 @@ impl Datastore {
                 ],
             )
             .await?;
+        if n == 1
+            && let Some(document) = job.document_id
+        {
+            tx.execute(
+                "UPDATE kb_documents SET status = $3, updated_at = now() \
+                 WHERE id = $1 AND organization_id = $2 AND status = $4",
+                &[
+                    &document,
+                    &job.org_id,
+                    &KbDocumentStatus::Pending,
+                    &KbDocumentStatus::Processing,
+                ],
+            )
+            .await?;
+        }
+        // Another instance's idle workers take it at once.
+        tx.execute("NOTIFY kb_jobs", &[]).await?;
+        tx.commit().await?;
         Ok(n == 1)
     }
 
