@@ -237,12 +237,18 @@ async fn zero_configuration_run_and_graceful_sigterm() {
         0o600,
         "the refused restore left the backup alone"
     );
-    // `-`: the same backup on standard output (pg_dump's custom format).
+    // `-`: the same backup on standard output (the archive, its header
+    // first; no scratch file left behind).
     let to_stdout = db_command(data.path(), &install.bin_dir, "dump", "-".as_ref());
     assert!(to_stdout.status.success());
+    assert_eq!(
+        archive_names(&to_stdout.stdout)[..2],
+        ["workspace-backup.json", "database.dump"]
+    );
     assert!(
-        to_stdout.stdout.starts_with(b"PGDMP"),
-        "not a custom-format dump"
+        String::from_utf8_lossy(&to_stdout.stderr).contains("It does not hold the key file"),
+        "{}",
+        String::from_utf8_lossy(&to_stdout.stderr)
     );
     assert!(!data.path().join("-").exists());
     assert_eq!(signup(&url, "after-backup").await, 201);
@@ -417,7 +423,7 @@ async fn a_restore_onto_a_new_machine_needs_the_key_file() {
         }
         dir
     };
-    // The old machine: an account, its token, a backup.
+    // The old machine: an account, its token, an upload, a backup.
     let old = data_dir("ws-old-machine-");
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
@@ -425,12 +431,35 @@ async fn a_restore_onto_a_new_machine_needs_the_key_file() {
     wait_ready(&url, &mut child).await;
     assert_eq!(signup(&url, "ada").await, 201);
     let token = login(&url, "ada").await;
+    let text = "Backed up with the database.\n".repeat(300);
+    let upload = upload_file(&url, &token, "notes.md", text.as_bytes()).await;
+    let file_url = upload["url"].as_str().unwrap().to_string();
+    let file_id = upload["id"].as_str().unwrap().to_string();
     let backup = old.path().join("backup.dump");
+    let dumped = db_command(old.path(), &install.bin_dir, "dump", &backup);
+    let said = String::from_utf8_lossy(&dumped.stderr);
+    assert!(dumped.status.success(), "{said}");
     assert!(
-        db_command(old.path(), &install.bin_dir, "dump", &backup)
-            .status
-            .success()
+        said.contains(&format!(
+            "the backup holds the database and 1 uploaded files ({} bytes)",
+            text.len()
+        )),
+        "{said}"
     );
+    let names = archive_names(&std::fs::read(&backup).unwrap());
+    let stored = names
+        .iter()
+        .find(|n| n.starts_with("files/orgs/") && n.ends_with(&file_id))
+        .unwrap_or_else(|| panic!("{names:?}"))
+        .clone();
+    assert_eq!(names.last().unwrap(), "manifest.json");
+    assert!(
+        !names.iter().any(|n| n.contains("server.keys")),
+        "{names:?}"
+    );
+    // What an earlier version's `db dump` wrote: the database alone.
+    let database_only = old.path().join("database-only.dump");
+    extract_entry(&backup, "database.dump", &database_only);
     stop(&mut child);
 
     // The new machine: its first start makes a cluster (and keys of its
@@ -439,11 +468,74 @@ async fn a_restore_onto_a_new_machine_needs_the_key_file() {
     let mut child = spawn_on(new.path(), &install.bin_dir, port);
     wait_ready(&url, &mut child).await;
     stop(&mut child);
-    let restored = db_command(new.path(), &install.bin_dir, "restore", &backup);
+    let leftovers = || {
+        std::fs::read_dir(new.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("restore"))
+            .collect::<Vec<_>>()
+    };
+
+    // A crafted archive whose file would land outside the file store is
+    // refused before anything is written or the database is touched.
+    let crafted = new.path().join("crafted.dump");
+    let escaped = "escaped-by-the-crafted-backup";
+    std::fs::write(&crafted, crafted_archive(&format!("files/../../{escaped}"))).unwrap();
+    let refused = db_command(new.path(), &install.bin_dir, "restore", &crafted);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(said.contains("refused") && said.contains("`..`"), "{said}");
+    assert!(!new.path().join(escaped).exists());
+    assert!(!new.path().parent().unwrap().join(escaped).exists());
+    assert_eq!(leftovers(), Vec::<String>::new());
+
+    // A database-only backup (an earlier version's) whose file is not in
+    // the file store: refused, naming it, unless --without-files.
+    let refused = db_command(new.path(), &install.bin_dir, "restore", &database_only);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
     assert!(
-        restored.status.success(),
-        "{}",
-        String::from_utf8_lossy(&restored.stderr)
+        said.contains("refused: 1 uploaded files the database refers to are not in")
+            && said.contains(stored.trim_start_matches("files/"))
+            && said.contains("--without-files")
+            && said.contains("the database and the files are as they were"),
+        "{said}"
+    );
+    assert_eq!(leftovers(), Vec::<String>::new());
+    let without = Command::new(env!("CARGO_BIN_EXE_workspace-server"))
+        .args(["db", "restore", "--without-files"])
+        .arg(&database_only)
+        .env_remove("DATABASE_URL")
+        .env_remove("WORKSPACE_CONFIG")
+        .env("WORKSPACE_DATA_DIR", new.path())
+        .env("WORKSPACE_PG_BIN", &install.bin_dir)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&without.stderr);
+    assert!(without.status.success(), "{said}");
+    assert!(
+        said.contains("WARNING: restored WITHOUT 1 uploaded files"),
+        "{said}"
+    );
+
+    // The archive: the database and the file come back.
+    let restored = db_command(new.path(), &install.bin_dir, "restore", &backup);
+    let said = String::from_utf8_lossy(&restored.stderr);
+    assert!(restored.status.success(), "{said}");
+    assert!(
+        said.contains("restored the database and 1 uploaded files"),
+        "{said}"
+    );
+    assert_eq!(leftovers(), Vec::<String>::new());
+    use std::os::unix::fs::PermissionsExt;
+    let restored_file = new.path().join(&stored);
+    assert_eq!(
+        std::fs::metadata(&restored_file)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
     );
 
     // Without the old machine's key file the server refuses to start (it
@@ -473,7 +565,96 @@ async fn a_restore_onto_a_new_machine_needs_the_key_file() {
         .unwrap();
     assert_eq!(me.status().as_u16(), 200);
     assert_eq!(signup(&url, "ada").await, 409, "the restored account");
+    // The restored upload downloads, byte for byte.
+    let download = reqwest::get(&file_url).await.unwrap();
+    assert_eq!(download.status().as_u16(), 200);
+    assert_eq!(download.bytes().await.unwrap(), text.as_bytes());
     stop(&mut child);
+}
+
+/// Uploads `bytes` as `name` into the caller's first organization; the
+/// `upload_file` answer.
+async fn upload_file(url: &str, token: &str, name: &str, bytes: &[u8]) -> serde_json::Value {
+    let http = reqwest::Client::new();
+    let me: serde_json::Value = http
+        .get(format!("{url}/api/users/me"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let org = me["organizations"][0]["id"].as_str().unwrap();
+    let boundary = "backup-test-boundary";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; \
+         filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let response = http
+        .post(format!("{url}/api/chat/upload_file?org_id={org}"))
+        .bearer_auth(token)
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    response.json().await.unwrap()
+}
+
+/// The entry names of a backup archive, in order.
+fn archive_names(bytes: &[u8]) -> Vec<String> {
+    tar::Archive::new(bytes)
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Writes the entry `name` of the archive `backup` to `to`.
+fn extract_entry(backup: &std::path::Path, name: &str, to: &std::path::Path) {
+    let mut archive = tar::Archive::new(std::fs::File::open(backup).unwrap());
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        if entry.path().unwrap().to_str() == Some(name) {
+            let mut out = std::fs::File::create(to).unwrap();
+            std::io::copy(&mut entry, &mut out).unwrap();
+            return;
+        }
+    }
+    panic!("no {name} in {}", backup.display());
+}
+
+/// A backup archive with a valid header, then one regular file entry named
+/// `name` (written by hand: the tar crate's builder refuses `..`).
+fn crafted_archive(name: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut entry = |name: &str, data: &[u8]| {
+        let mut header = tar::Header::new_gnu();
+        header.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name.as_bytes());
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    };
+    let header = serde_json::json!({
+        "format": "workspace-backup", "version": 1, "created_at": "2026-12-01T00:00:00Z",
+        "server_version": "0", "storage": "local"
+    });
+    entry("workspace-backup.json", header.to_string().as_bytes());
+    entry(name, b"owned");
+    out.resize(out.len() + 1024, 0);
+    out
 }
 
 /// SIGTERM, and a clean exit.

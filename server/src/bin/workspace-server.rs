@@ -4,10 +4,10 @@
 //! at all it runs on an embedded PostgreSQL cluster and the offline
 //! providers. Stops gracefully on SIGTERM or Ctrl-C.
 //!
-//! `workspace-server db dump FILE` / `db restore FILE` back the database up
-//! and restore it with the bundled PostgreSQL clients (see
-//! `workspace_server::backup`); `workspace-server db url` prints the URL of
-//! the running embedded cluster's database.
+//! `workspace-server db dump FILE` / `db restore FILE` back the database and
+//! the uploaded files up and restore them with the bundled PostgreSQL
+//! clients (see `workspace_server::backup`); `workspace-server db url`
+//! prints the URL of the running embedded cluster's database.
 //!
 //! `workspace-server keys generate --file PATH` / `keys export --file
 //! PATH` make the key file (see `workspace_server::keys`).
@@ -72,20 +72,31 @@ enum KeysCommand {
 
 #[derive(clap::Subcommand)]
 enum DbCommand {
-    /// Write the whole database to FILE (`-`: standard output) in
-    /// pg_dump's custom format, with the bundled pg_dump; safe while
-    /// servers run. The embedded cluster is started for the while if no
-    /// server runs.
+    /// Write a backup to FILE (`-`: standard output): one archive holding
+    /// the database (the bundled pg_dump; safe while servers run) and,
+    /// with the local file store, every uploaded file it refers to, with
+    /// a manifest of sizes and SHA-256s. Not in it: the key file, and
+    /// with the S3 store the bucket's objects (said when it is written).
+    /// The embedded cluster is started for the while if no server runs.
     Dump {
         /// Where to write the backup (`-`: standard output).
         file: PathBuf,
     },
-    /// Replace the database's contents with a backup made by `db dump`, in
-    /// one transaction. Stop the servers first (checked for the embedded
-    /// database).
+    /// Replace the database's contents (and the local store's files) with
+    /// a backup made by `db dump`; a failed restore leaves both as they
+    /// were. Refused if a file the database refers to is not there
+    /// afterwards (not in the backup; for a database-only backup of an
+    /// earlier version, not in the file store; with S3, not in the
+    /// bucket), unless --without-files. Stop the servers first (checked
+    /// for the embedded database).
     Restore {
         /// The backup to restore.
         file: PathBuf,
+        /// Restore even if uploaded files the database refers to are
+        /// missing (their downloads then fail); the missing ones are
+        /// listed.
+        #[arg(long)]
+        without_files: bool,
     },
     /// Print the URL of the running embedded database, with its password
     /// (for psql or other tools).
@@ -121,10 +132,11 @@ async fn run() -> Result<()> {
     let mut config = Config::load(args.config.as_deref())?;
     match &args.command {
         Some(Subcommand::Db(DbCommand::Dump { file })) => {
-            workspace_server::backup::dump(&config, file).await?;
+            let report = workspace_server::backup::dump(&config, file).await?;
             if file.as_os_str() != "-" {
                 eprintln!("wrote {}", file.display());
             }
+            eprintln!("{}", report.notes());
             return Ok(());
         }
         Some(Subcommand::Keys(KeysCommand::Generate { file })) => {
@@ -150,9 +162,12 @@ async fn run() -> Result<()> {
             }
             return Ok(());
         }
-        Some(Subcommand::Db(DbCommand::Restore { file })) => {
-            workspace_server::backup::restore(&config, file).await?;
-            eprintln!("restored {}", file.display());
+        Some(Subcommand::Db(DbCommand::Restore {
+            file,
+            without_files,
+        })) => {
+            let report = workspace_server::backup::restore(&config, file, *without_files).await?;
+            eprintln!("restored {}: {}", file.display(), report.notes());
             return Ok(());
         }
         _ => {}
