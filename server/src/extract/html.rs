@@ -79,8 +79,8 @@ enum Tag<'a> {
 fn tag(html: &str, at: usize) -> (Tag<'_>, usize) {
     let bytes = html.as_bytes();
     let rest = &html[at..];
-    if rest.starts_with("<!--") {
-        let end = rest[4..].find("-->").map_or(html.len(), |e| at + 4 + e + 3);
+    if let Some(comment) = rest.strip_prefix("<!--") {
+        let end = comment.find("-->").map_or(html.len(), |e| at + 4 + e + 3);
         return (Tag::Other, end);
     }
     if rest.starts_with("<!") || rest.starts_with("<?") {

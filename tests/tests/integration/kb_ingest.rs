@@ -957,6 +957,34 @@ async fn a_stopping_instance_hands_its_jobs_back() {
         ("queued".to_string(), 0, true, true),
         "handed back, due, the attempt not counted"
     );
+    // Its document waits as `pending` (no worker has it), and the next
+    // instance to start takes it at once.
+    let status: String = db
+        .query_one(
+            "SELECT d.status FROM kb_documents d WHERE d.kb_id = $1",
+            &[&kb],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "pending");
+    while fetched.try_recv().is_ok() {}
+    let restarted = Instant::now();
+    let _worker = cx
+        .second_instance(|c| {
+            c.kb.poll_interval_ms = 100;
+            c.fetch.allow_private_networks = true;
+        })
+        .await;
+    tokio::time::timeout(Duration::from_secs(20), fetched.recv())
+        .await
+        .expect("the restarted instance takes the job")
+        .unwrap();
+    assert!(
+        restarted.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        restarted.elapsed()
+    );
     silent.abort();
     cx.teardown().await;
 }
