@@ -5,6 +5,7 @@ mod agents;
 mod audit;
 mod auth;
 mod authz;
+mod backup;
 mod chat;
 mod chat_import;
 mod chat_search;
