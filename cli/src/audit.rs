@@ -3,7 +3,8 @@
 //! - `workspace audit list [--org-id ID] [filters]`: the generated command
 //!   (one page; `--cursor` with the page's `next_cursor` for the next).
 //! - `workspace audit verify [--org-id ID]`: the generated command (each
-//!   chain checked, with the first broken `seq`).
+//!   chain checked, with the first broken `seq`, the `problem` found, the
+//!   first keyed `seq` and the signed checkpoint it was compared with).
 //! - `workspace audit export [--org-id ID] [filters] [--output FILE]`:
 //!   every matching event as JSON Lines, streamed to stdout (or FILE) as
 //!   the server sends it, never held whole.

@@ -56,6 +56,12 @@ pub struct KeyFile {
     /// The key that signs download links of the local file store (32
     /// bytes; derived from the token secret when absent).
     pub link_key: Option<Vec<u8>>,
+    /// The key of the audit log's chain and checkpoints (32 bytes; see
+    /// [`crate::audit::AuditKeys`]). Key files written before it existed
+    /// have none: the audit key is then derived from the token secret
+    /// (HMAC-SHA256 under a label of its own), so upgrading needs no new
+    /// file and the key is still never in the database.
+    pub audit_key: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for KeyFile {
@@ -86,6 +92,8 @@ struct KeyFileToml {
     write_key: u8,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     link_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    audit_key: Option<String>,
 }
 
 const HEADER: &str = "\
@@ -109,11 +117,14 @@ impl KeyFile {
         rand::fill(&mut seal);
         let mut links = [0u8; 32];
         rand::fill(&mut links);
+        let mut audit = [0u8; 32];
+        rand::fill(&mut audit);
         KeyFile {
             jwt_secret: jwt.to_vec(),
             sealing_keys: vec![(crate::secrets::GENERATED_KEY_ID, seal)],
             write_key: crate::secrets::GENERATED_KEY_ID,
             link_key: Some(links.to_vec()),
+            audit_key: Some(audit.to_vec()),
         }
     }
 
@@ -128,6 +139,7 @@ impl KeyFile {
                 .collect(),
             write_key: self.write_key,
             link_key: self.link_key.as_ref().map(|k| b64().encode(k)),
+            audit_key: self.audit_key.as_ref().map(|k| b64().encode(k)),
         })?;
         Ok(format!("{HEADER}{body}"))
     }
@@ -175,11 +187,22 @@ impl KeyFile {
             ),
             None => None,
         };
+        let audit_key = match raw.audit_key {
+            Some(key) => Some(
+                b64()
+                    .decode(key.trim())
+                    .ok()
+                    .filter(|k| k.len() >= 32)
+                    .ok_or_else(|| anyhow!("audit_key is not 32 bytes of base64"))?,
+            ),
+            None => None,
+        };
         Ok(KeyFile {
             jwt_secret,
             sealing_keys,
             write_key: raw.write_key,
             link_key,
+            audit_key,
         })
     }
 
@@ -294,6 +317,9 @@ impl KeyFile {
             let name = format!("seal:{id}");
             out.push((name.clone(), fingerprint(&name, key)));
         }
+        if let Some(key) = &self.audit_key {
+            out.push(("audit".to_string(), fingerprint("audit", key)));
+        }
         out
     }
 }
@@ -352,6 +378,23 @@ pub struct ServerKeys {
     pub secrets: crate::secrets::Secrets,
     /// Signs the local file store's download links.
     pub link_key: Vec<u8>,
+    /// The audit log's key (installed by [`load`] for the datastore: see
+    /// [`crate::audit::install_keys`]).
+    pub audit_key: Vec<u8>,
+}
+
+/// The audit key of a key file without one (or of keys configured without
+/// a file): HMAC-SHA256 of a label under the token secret. Deterministic,
+/// so every instance and every start derives the same key; one-way, so it
+/// says nothing of the token secret.
+fn derived_audit_key(jwt_secret: &[u8]) -> Vec<u8> {
+    use hmac::Mac;
+    let mut mac = match hmac::Hmac::<Sha256>::new_from_slice(jwt_secret) {
+        Ok(mac) => mac,
+        Err(_) => unreachable!("HMAC accepts keys of any length"),
+    };
+    mac.update(b"workspace audit key v1");
+    mac.finalize().into_bytes().to_vec()
 }
 
 /// Loads the keys (see the module's description): moves keys an older
@@ -433,7 +476,9 @@ pub async fn load(
     if let Some(file) = &file {
         check_fingerprints(file, source, datastore).await?;
     }
-    resolve(source, file.as_ref())
+    let keys = resolve(source, file.as_ref())?;
+    crate::audit::install_keys(crate::audit::AuditKeys::derive(&keys.audit_key));
+    Ok(keys)
 }
 
 /// Checks that `file` holds the keys the database still keeps, then
@@ -530,10 +575,15 @@ fn resolve(source: &KeySource, file: Option<&KeyFile>) -> Result<ServerKeys> {
             hash.finalize().to_vec()
         }
     };
+    let audit_key = match file.and_then(|f| f.audit_key.clone()) {
+        Some(key) => key,
+        None => derived_audit_key(&jwt_secret),
+    };
     Ok(ServerKeys {
         jwt_secret,
         secrets: crate::secrets::Secrets::new(&keys, write_key)?,
         link_key,
+        audit_key,
     })
 }
 
@@ -661,5 +711,37 @@ mod tests {
             may_create: false,
         };
         assert!(resolve(&none, None).is_err());
+    }
+
+    #[test]
+    fn the_audit_key_is_the_files_or_derived_from_the_token_secret() {
+        let source = KeySource {
+            jwt_secret: None,
+            sealing_keys: None,
+            key_file: None,
+            may_create: false,
+        };
+        // A new key file has its own audit key, kept across a round trip.
+        let file = KeyFile::generate();
+        let own = file.audit_key.clone().unwrap();
+        assert_eq!(own.len(), 32);
+        assert_eq!(KeyFile::parse(&file.to_text().unwrap()).unwrap(), file);
+        assert_eq!(resolve(&source, Some(&file)).unwrap().audit_key, own);
+        // A key file from before it: derived from the token secret, the
+        // same at every start and on every instance, and not the secret.
+        let mut old = file.clone();
+        old.audit_key = None;
+        let text = old.to_text().unwrap();
+        assert!(!text.contains("audit_key"));
+        let derived = resolve(&source, Some(&KeyFile::parse(&text).unwrap()))
+            .unwrap()
+            .audit_key;
+        assert_eq!(derived, resolve(&source, Some(&old)).unwrap().audit_key);
+        assert_ne!(derived, own);
+        assert_ne!(derived, old.jwt_secret);
+        assert_eq!(derived, derived_audit_key(&old.jwt_secret));
+        // Fingerprinted like the other keys (when the file holds one).
+        assert!(file.fingerprints().iter().any(|(name, _)| name == "audit"));
+        assert!(!old.fingerprints().iter().any(|(name, _)| name == "audit"));
     }
 }

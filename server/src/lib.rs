@@ -310,10 +310,13 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let (chat_hub, chat_listener) = chat_hub::Hub::start(url.to_string(), tls.clone(), log.clone());
     let datastore = datastore(&config, url, tls)?;
 
+    // The audit key is installed by `keys::load` (the datastore's audit
+    // writer reads it); it is not needed here.
     let keys::ServerKeys {
         jwt_secret,
         secrets,
         link_key,
+        audit_key: _,
     } = keys::load(&keys::KeySource::from_config(&config)?, &datastore, &log).await?;
     let tokens = authn::TokenKeys::new(&jwt_secret, config.auth.token_lifetime_secs);
     let mailer = mailer::from_config(&config.mail, &datastore, &log)?;
@@ -617,6 +620,18 @@ fn spawn_maintenance(
             log.clone(),
         ),
     );
+    match app::audit::Checkpoints::from_config(config) {
+        Ok(sinks) => tasks.spawn(
+            "audit_checkpoints",
+            app::audit::checkpoints(
+                datastore.clone(),
+                sinks,
+                std::time::Duration::from_secs(config.audit.checkpoint_interval_secs),
+                log.clone(),
+            ),
+        ),
+        Err(e) => slog::error!(log, "audit checkpoints are not published"; "error" => %e),
+    }
     tasks.spawn(
         "stream_janitor",
         app::streams::janitor(datastore.clone(), log.clone()),

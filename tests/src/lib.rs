@@ -280,6 +280,16 @@ fn test_config(db_url: &str) -> Config {
     config.secrets.keys = vec![TEST_SECRET_KEY.to_string()];
     config.rate_limits = unlimited();
     config.files.extraction_worker = server_binary();
+    // The audit checkpoints of this test's database: a file of its own
+    // (the data directory is shared by every test), shared by the test's
+    // instances as a deployment's are.
+    let dbname = db_url
+        .parse::<tokio_postgres::Config>()
+        .ok()
+        .and_then(|c| c.get_dbname().map(str::to_string))
+        .unwrap_or_default();
+    config.audit.checkpoint_file =
+        Some(data_root().join(format!("audit-checkpoints-{dbname}.jsonl")));
     // No balancer in front: a test server stops without a drain window
     // (the rolling-restart test sets its own).
     config.http.drain_secs = 0.0;

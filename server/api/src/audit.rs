@@ -181,6 +181,52 @@ pub struct AuditChainCheck {
     /// Why it is broken.
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub reason: Option<String>,
+    /// Why it is broken, as a stable code (`null` when intact).
+    #[serde(default)]
+    #[schemars(with = "crate::schema::Nullable<AuditChainProblem>")]
+    pub problem: Option<AuditChainProblem>,
+    /// The first `seq` whose hash is HMAC-SHA256 under the server's audit
+    /// key (the rows before it were hashed with plain SHA-256 by an
+    /// earlier version): the newest checkpoint's, else the database's.
+    #[serde(default)]
+    pub keyed_from_seq: i64,
+    /// The newest signed checkpoint of the chain the server could read
+    /// (its log aside: its checkpoint file, object storage), which the
+    /// chain was compared with; `null` when none was found.
+    #[serde(default)]
+    #[schemars(with = "crate::schema::Nullable<AuditCheckpoint>")]
+    pub checkpoint: Option<AuditCheckpoint>,
+}
+
+/// Why a chain is broken.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditChainProblem {
+    /// A row's hash does not match its columns under the audit key: the
+    /// row was changed, or made without the key (appended by hand).
+    MacMismatch,
+    /// A row's `prev_hash` is not the previous row's hash.
+    PrevHashMismatch,
+    /// Rows are missing: a gap, the chain stopping short of its head, or
+    /// short of its newest checkpoint (rows removed at the end).
+    MissingRows,
+    /// Rows follow the chain's head (the head was wound back).
+    RowsAfterHead,
+    /// The head's hash is not the last row's.
+    HeadMismatch,
+    /// The row a checkpoint vouched for has another hash.
+    CheckpointMismatch,
+}
+
+/// A signed checkpoint of a chain: at `at`, its row `seq` had `hash`.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+pub struct AuditCheckpoint {
+    pub seq: i64,
+    /// Hex.
+    pub hash: String,
+    pub at: DateTime<Utc>,
+    /// The chain's first keyed `seq`, as the checkpoint states it.
+    pub keyed_from_seq: i64,
 }
 
 /// The answer of `GET /api/audit/verify`.

@@ -52,7 +52,7 @@ use crate::extract::{JsonBody, QueryParams};
 /// Title of the OpenAPI document.
 pub const API_TITLE: &str = "Workspace API";
 /// Version of the OpenAPI document (the interface, not the server build).
-pub const API_VERSION: semver::Version = semver::Version::new(0, 7, 0);
+pub const API_VERSION: semver::Version = semver::Version::new(0, 8, 0);
 
 /// The Workspace API: a multi-tenant backend for AI chat applications.
 #[dropshot::api_description {

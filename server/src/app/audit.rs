@@ -1,6 +1,7 @@
 //! The audit log's reads (issue #36): the list with its opaque cursor,
-//! the JSON Lines export streamed page by page, and the verification of
-//! the hash chains. Writing is the data layer's
+//! the JSON Lines export streamed page by page, the verification of the
+//! chains against their newest signed checkpoints, and the publishing of
+//! those checkpoints. Writing is the data layer's
 //! (`db::datastore::audit::record`, inside each change's transaction).
 //!
 //! The export's bound: a writer task reads [`EXPORT_PAGE`] events at a
@@ -8,9 +9,19 @@
 //! [`CHUNK_BYTES`] to the response through a channel of
 //! [`CHUNKS_IN_FLIGHT`], waiting while the client has not read them (as
 //! the feedback export does).
+//!
+//! Checkpoints: every instance verifies each chain from its last
+//! checkpoint and publishes a signed statement of the chain's last row
+//! ([`Checkpoint`]: chain, seq, hash, first keyed seq, time; HMAC under a
+//! key derived from the key file's audit key) to its log, to its
+//! checkpoint file (appended, 0600) and to the bucket when the file store
+//! is S3 ([`Checkpoints`]). Verification reads the newest one it can reach
+//! (file, bucket): rows removed at the end of a chain, or a chain rewritten
+//! from before a checkpoint, contradict it.
 
+use crate::audit::{AuditKeys, Checkpoint};
 use crate::context::{AuditReader, ServerContext};
-use crate::db::datastore::audit::{AuditFilter, AuditRow, SYSTEM_CHAIN};
+use crate::db::datastore::audit::{AuditFilter, AuditRow, ChainProblem, SYSTEM_CHAIN};
 use crate::error::Error;
 use base64::Engine;
 use bytes::Bytes;
@@ -269,22 +280,244 @@ pub async fn verify(
     cx: &ServerContext,
     reader: &AuditReader,
 ) -> Result<api::AuditVerification, Error> {
-    let mut chains = Vec::new();
-    for chain in cx.datastore.audit_chains(reader.scope()).await? {
-        let check = cx.datastore.audit_verify_chain(chain).await?;
-        chains.push(api::AuditChainCheck {
+    let sinks = Checkpoints::from_config(&cx.config).map_err(Error::internal)?;
+    let chains = cx.datastore.audit_chains(reader.scope()).await?;
+    let newest = sinks.newest(&chains, reader.log()).await;
+    let mut checks = Vec::new();
+    for chain in chains {
+        let check = cx
+            .datastore
+            .audit_verify_chain(chain, newest.get(&chain), false)
+            .await?;
+        checks.push(api::AuditChainCheck {
             org_id: (check.chain_id != SYSTEM_CHAIN).then_some(check.chain_id),
             checked: check.checked,
             head_seq: check.head_seq,
             ok: check.broken_at.is_none(),
             first_broken_seq: check.broken_at,
-            reason: check.reason,
+            reason: check.problem.map(|p| p.describe().to_string()),
+            problem: check.problem.map(problem),
+            keyed_from_seq: check.keyed_from,
+            checkpoint: check.checkpoint.map(|c| api::AuditCheckpoint {
+                seq: c.seq,
+                hash: hex(&c.hash),
+                at: c.at,
+                keyed_from_seq: c.keyed_from,
+            }),
         });
     }
     Ok(api::AuditVerification {
-        ok: chains.iter().all(|c| c.ok),
-        chains,
+        ok: checks.iter().all(|c| c.ok),
+        chains: checks,
     })
+}
+
+fn problem(p: ChainProblem) -> api::AuditChainProblem {
+    match p {
+        ChainProblem::MacMismatch => api::AuditChainProblem::MacMismatch,
+        ChainProblem::PrevHashMismatch => api::AuditChainProblem::PrevHashMismatch,
+        ChainProblem::MissingRows => api::AuditChainProblem::MissingRows,
+        ChainProblem::RowsAfterHead => api::AuditChainProblem::RowsAfterHead,
+        ChainProblem::HeadMismatch => api::AuditChainProblem::HeadMismatch,
+        ChainProblem::CheckpointMismatch => api::AuditChainProblem::CheckpointMismatch,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The name of the checkpoint file beside the key file.
+pub const CHECKPOINT_FILE_NAME: &str = "audit-checkpoints.jsonl";
+
+/// The folder of the checkpoints in object storage: one object per chain,
+/// `audit-checkpoints/<chain id>.json`, replaced by each newer checkpoint.
+const CHECKPOINT_PREFIX: &str = "audit-checkpoints";
+
+/// Where this instance publishes its signed checkpoints besides its log,
+/// and reads them back to verify: its checkpoint file, and the bucket when
+/// the file store is S3 (shared by every instance).
+pub struct Checkpoints {
+    file: std::path::PathBuf,
+    bucket: Option<object_store::aws::AmazonS3>,
+}
+
+impl Checkpoints {
+    /// `audit.checkpoint_file`, else beside the key file, else in the data
+    /// directory; the configured bucket.
+    pub fn from_config(config: &crate::config::Config) -> anyhow::Result<Checkpoints> {
+        let file = match (&config.audit.checkpoint_file, &config.secrets.key_file) {
+            (Some(file), _) => file.clone(),
+            (None, Some(key_file)) => key_file
+                .parent()
+                .map(|dir| dir.join(CHECKPOINT_FILE_NAME))
+                .unwrap_or_else(|| CHECKPOINT_FILE_NAME.into()),
+            (None, None) => crate::data_root(config).join(CHECKPOINT_FILE_NAME),
+        };
+        let bucket = match config.storage.backend {
+            crate::kb_config::StorageBackend::S3 => {
+                Some(crate::storage::s3_store(&config.storage.s3)?)
+            }
+            crate::kb_config::StorageBackend::Local => None,
+        };
+        Ok(Checkpoints { file, bucket })
+    }
+
+    /// The newest checkpoint (the highest `seq`) of each of `chains` signed
+    /// with this server's key, from the file and the bucket. Lines and
+    /// objects that are not such checkpoints (forged, damaged, another
+    /// deployment's) are skipped; a source that cannot be read is logged
+    /// and skipped.
+    pub async fn newest(
+        &self,
+        chains: &[uuid::Uuid],
+        log: &slog::Logger,
+    ) -> std::collections::HashMap<uuid::Uuid, Checkpoint> {
+        let mut newest = std::collections::HashMap::new();
+        let Some(keys) = crate::audit::keys() else {
+            return newest;
+        };
+        let mut keep = |c: Checkpoint| {
+            if chains.contains(&c.chain_id) {
+                let slot = newest.entry(c.chain_id).or_insert_with(|| c.clone());
+                if c.seq > slot.seq {
+                    *slot = c;
+                }
+            }
+        };
+        match tokio::fs::read_to_string(&self.file).await {
+            Ok(text) => {
+                for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                    if let Ok(c) = Checkpoint::from_line(line, &keys) {
+                        keep(c);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => slog::warn!(log, "cannot read the audit checkpoint file";
+                "file" => self.file.display().to_string(), "error" => %e),
+        }
+        if let Some(bucket) = &self.bucket {
+            use object_store::ObjectStoreExt as _;
+            for chain in chains {
+                let path =
+                    object_store::path::Path::from(format!("{CHECKPOINT_PREFIX}/{chain}.json"));
+                let got = match bucket.get(&path).await {
+                    Ok(got) => got.bytes().await,
+                    Err(e) => Err(e),
+                };
+                match got {
+                    Ok(bytes) => {
+                        if let Ok(c) =
+                            Checkpoint::from_line(&String::from_utf8_lossy(&bytes), &keys)
+                        {
+                            keep(c);
+                        }
+                    }
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => slog::warn!(log, "cannot read an audit checkpoint from the bucket";
+                        "object" => path.to_string(), "error" => %e),
+                }
+            }
+        }
+        newest
+    }
+
+    /// Publishes `checkpoint`: to the log, appended to the file (made
+    /// 0600), and to the bucket. A destination that fails is logged; the
+    /// others still get it.
+    async fn publish(&self, checkpoint: &Checkpoint, keys: &AuditKeys, log: &slog::Logger) {
+        let line = checkpoint.to_line(keys);
+        slog::info!(log, "audit checkpoint";
+            "chain_id" => %checkpoint.chain_id, "seq" => checkpoint.seq,
+            "checkpoint" => &line);
+        if let Err(e) = append_line(&self.file, &line).await {
+            slog::warn!(log, "cannot append to the audit checkpoint file";
+                "file" => self.file.display().to_string(), "error" => %e);
+        }
+        if let Some(bucket) = &self.bucket {
+            use object_store::ObjectStoreExt as _;
+            let path = object_store::path::Path::from(format!(
+                "{CHECKPOINT_PREFIX}/{}.json",
+                checkpoint.chain_id
+            ));
+            if let Err(e) = bucket.put(&path, line.into_bytes().into()).await {
+                slog::warn!(log, "cannot store an audit checkpoint in the bucket";
+                    "object" => path.to_string(), "error" => %e);
+            }
+        }
+    }
+}
+
+/// Appends one line to the checkpoint file (created 0600). One `write` of
+/// a line opened with `O_APPEND`: instances sharing the file do not
+/// interleave within a line.
+async fn append_line(path: &std::path::Path, line: &str) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .await?;
+    file.write_all(format!("{line}\n").as_bytes()).await?;
+    file.flush().await
+}
+
+/// Publishes a signed checkpoint of every chain that grew, every
+/// `interval` (and once at start), on every instance: each chain is first
+/// verified from this instance's last checkpoint of it (the whole chain
+/// the first time), and only a chain that verifies is checkpointed, so a
+/// checkpoint never vouches for rows changed by hand. A broken chain is
+/// logged as an error (once per broken `seq`).
+pub async fn checkpoints(
+    datastore: crate::db::Datastore,
+    sinks: Checkpoints,
+    interval: std::time::Duration,
+    log: slog::Logger,
+) {
+    let mut last: std::collections::HashMap<uuid::Uuid, Checkpoint> = Default::default();
+    let mut reported = std::collections::HashSet::new();
+    let mut first = true;
+    loop {
+        if let Some(keys) = crate::audit::keys() {
+            match datastore.audit_chain_ids().await {
+                Ok(chains) => {
+                    if first {
+                        last = sinks.newest(&chains, &log).await;
+                        first = false;
+                    }
+                    for chain in chains {
+                        let prev = last.get(&chain);
+                        match datastore.audit_verify_chain(chain, prev, true).await {
+                            Ok(check) => {
+                                if let (Some(seq), Some(p)) = (check.broken_at, check.problem) {
+                                    if reported.insert((chain, seq)) {
+                                        slog::error!(log, "the audit chain is broken: no checkpoint";
+                                            "chain_id" => %chain, "first_broken_seq" => seq,
+                                            "problem" => p.describe());
+                                    }
+                                } else if check.last_seq > prev.map_or(0, |c| c.seq) {
+                                    let checkpoint = Checkpoint::now(
+                                        chain,
+                                        check.last_seq,
+                                        check.last_hash,
+                                        check.keyed_from,
+                                    );
+                                    sinks.publish(&checkpoint, &keys, &log).await;
+                                    last.insert(chain, checkpoint);
+                                }
+                            }
+                            Err(e) => slog::warn!(log, "verifying an audit chain failed";
+                                "chain_id" => %chain, "error" => %e),
+                        }
+                    }
+                }
+                Err(e) => slog::warn!(log, "listing the audit chains failed"; "error" => %e),
+            }
+        }
+        tokio::time::sleep(interval).await;
+    }
 }
 
 /// The log's maintenance, every `interval` on every instance (one at a

@@ -718,3 +718,413 @@ async fn partitions(db: &tokio_postgres::Client) -> Vec<String> {
     .map(|r| r.get::<_, String>(0))
     .collect()
 }
+
+// The attacker of issue #51: SQL access as a superuser (the append-only
+// trigger bypassed), but not the server's key file. Each attack is made
+// after a signed checkpoint of the chain was published (every second
+// here), and verification, on either instance, names the first event
+// affected.
+
+/// A context whose instances publish checkpoints every second, its second
+/// instance, an owner and an organization with `roles` roles created
+/// (events 1 to `roles + 1`), once a checkpoint of the last one is out.
+async fn checkpointed(
+    name: &str,
+    roles: usize,
+) -> (
+    TestContext,
+    workspace_server::Server,
+    TestUser,
+    Uuid,
+    workspace_client::Client,
+) {
+    let cx = TestContext::with_config(name, |c| c.audit.checkpoint_interval_secs = 1).await;
+    let second = cx
+        .second_instance(|c| c.audit.checkpoint_interval_secs = 1)
+        .await;
+    let ada = cx.user("ada").await;
+    let org = org_named(&ada, "Acme").await;
+    for i in 0..roles {
+        create_role(&ada, org, &format!("role-{i}")).await;
+    }
+    let last = roles as i64 + 1;
+    let v = wait_for_checkpoint(&ada.client, org, last).await;
+    assert!(v.ok, "{v:?}");
+    assert_eq!(v.chains[0].keyed_from_seq, 1);
+    let ada_b = workspace_client::Client::authenticated(
+        &format!("http://{}", second.local_addr()),
+        &ada.token,
+    )
+    .unwrap();
+    (cx, second, ada, org, ada_b)
+}
+
+/// Verifies `org` until its newest checkpoint states `seq`.
+async fn wait_for_checkpoint(
+    client: &workspace_client::Client,
+    org: Uuid,
+    seq: i64,
+) -> types::AuditVerification {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let v = verify(client, Some(org)).await;
+        if v.chains[0]
+            .checkpoint
+            .as_ref()
+            .is_some_and(|c| c.seq >= seq)
+        {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint of seq {seq}: {v:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The one chain of `v` is broken at `seq` by `problem`.
+fn assert_broken(v: &types::AuditVerification, seq: i64, problem: types::AuditChainProblem) {
+    assert!(!v.ok, "{v:?}");
+    let chain = &v.chains[0];
+    assert!(!chain.ok, "{v:?}");
+    assert_eq!(chain.first_broken_seq, Some(seq), "{v:?}");
+    assert_eq!(chain.problem, Some(problem), "{v:?}");
+    assert!(chain.reason.is_some(), "{v:?}");
+}
+
+/// A stored row as the attacker reads it.
+struct Row {
+    seq: i64,
+    prev_hash: Vec<u8>,
+    hash: Vec<u8>,
+    occurred_at: chrono::DateTime<chrono::Utc>,
+    chain_id: Uuid,
+    organization_id: Option<Uuid>,
+    actor_kind: String,
+    actor_id: Option<Uuid>,
+    actor_user_id: Option<Uuid>,
+    action: String,
+    target_kind: Option<String>,
+    target_id: Option<String>,
+    outcome: String,
+    address: Option<String>,
+    user_agent: Option<String>,
+    request_id: Option<String>,
+    details: serde_json::Value,
+}
+
+impl Row {
+    /// Its hash recomputed the way the unkeyed chain did: plain SHA-256
+    /// (all an attacker without the key file can compute).
+    fn sha256(&self, prev_hash: &[u8]) -> Vec<u8> {
+        use workspace_server::db::datastore::audit::{Stored, canonical, chain_hash};
+        let stored = Stored {
+            occurred_at: self.occurred_at,
+            chain_id: self.chain_id,
+            organization_id: self.organization_id,
+            actor_kind: &self.actor_kind,
+            actor_id: self.actor_id,
+            actor_user_id: self.actor_user_id,
+            action: &self.action,
+            target_kind: self.target_kind.as_deref(),
+            target_id: self.target_id.as_deref(),
+            outcome: &self.outcome,
+            address: self.address.as_deref(),
+            user_agent: self.user_agent.as_deref(),
+            request_id: self.request_id.as_deref(),
+            details: &self.details,
+        };
+        chain_hash(prev_hash, self.seq, &canonical(&stored))
+    }
+}
+
+async fn rows_of(db: &tokio_postgres::Client, org: Uuid) -> Vec<Row> {
+    db.query(
+        "SELECT seq, prev_hash, hash, occurred_at, chain_id, organization_id, actor_kind, \
+             actor_id, actor_user_id, action, target_kind, target_id, outcome, address, \
+             user_agent, request_id, details \
+           FROM audit_events WHERE chain_id = $1 ORDER BY seq",
+        &[&org],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| Row {
+        seq: r.get("seq"),
+        prev_hash: r.get("prev_hash"),
+        hash: r.get("hash"),
+        occurred_at: r.get("occurred_at"),
+        chain_id: r.get("chain_id"),
+        organization_id: r.get("organization_id"),
+        actor_kind: r.get("actor_kind"),
+        actor_id: r.get("actor_id"),
+        actor_user_id: r.get("actor_user_id"),
+        action: r.get("action"),
+        target_kind: r.get("target_kind"),
+        target_id: r.get("target_id"),
+        outcome: r.get("outcome"),
+        address: r.get("address"),
+        user_agent: r.get("user_agent"),
+        request_id: r.get("request_id"),
+        details: r.get("details"),
+    })
+    .collect()
+}
+
+/// Rewrites every row of `org`'s chain from `from` on with plain SHA-256
+/// hashes chained from the row before, and the head to match: the chain
+/// is consistent again for anyone who does not hold the key.
+async fn rechain_with_sha256(db: &tokio_postgres::Client, org: Uuid, from: i64) {
+    let rows = rows_of(db, org).await;
+    let mut prev = rows
+        .iter()
+        .find(|r| r.seq == from - 1)
+        .map_or(vec![0; 32], |r| r.hash.clone());
+    let mut last = (0i64, prev.clone(), prev.clone());
+    for row in rows.iter().filter(|r| r.seq >= from) {
+        let hash = row.sha256(&prev);
+        db.batch_execute("BEGIN; SET LOCAL session_replication_role = replica;")
+            .await
+            .unwrap();
+        db.execute(
+            "UPDATE audit_events SET prev_hash = $3, hash = $4 WHERE chain_id = $1 AND seq = $2",
+            &[&org, &row.seq, &prev, &hash],
+        )
+        .await
+        .unwrap();
+        db.batch_execute("COMMIT").await.unwrap();
+        last = (row.seq, prev.clone(), hash.clone());
+        prev = hash;
+    }
+    db.execute(
+        "UPDATE audit_chain_heads SET seq = $2, prev_hash = $3, hash = $4 WHERE chain_id = $1",
+        &[&org, &last.0, &last.1, &last.2],
+    )
+    .await
+    .unwrap();
+}
+
+/// (a) A forged event appended after the chain's head, hashed with plain
+/// SHA-256 from the last row, the head left alone: the events list shows
+/// it, and verification (which walks every row, not up to the head) finds
+/// its hash is not the keyed one.
+#[tokio::test]
+async fn an_event_appended_after_the_head_is_found() {
+    let (cx, second, ada, org, ada_b) = checkpointed("audit_forged_append", 3).await;
+    let db = cx.db().await;
+    let rows = rows_of(&db, org).await;
+    let last = rows.last().unwrap();
+    assert_eq!(last.seq, 4);
+    let mut forged = Row {
+        seq: 5,
+        prev_hash: last.hash.clone(),
+        hash: Vec::new(),
+        occurred_at: last.occurred_at + chrono::Duration::seconds(1),
+        chain_id: org,
+        organization_id: Some(org),
+        actor_kind: "user".to_string(),
+        actor_id: Some(ada.id),
+        actor_user_id: Some(ada.id),
+        action: "member.remove".to_string(),
+        target_kind: Some("user".to_string()),
+        target_id: Some(Uuid::new_v4().to_string()),
+        outcome: "success".to_string(),
+        address: Some("127.0.0.1".to_string()),
+        user_agent: None,
+        request_id: Some("forged".to_string()),
+        details: serde_json::json!({}),
+    };
+    forged.hash = forged.sha256(&forged.prev_hash);
+    db.execute(
+        "INSERT INTO audit_events (occurred_at, chain_id, seq, prev_hash, hash, organization_id, \
+             actor_kind, actor_id, actor_user_id, action, target_kind, target_id, outcome, \
+             address, request_id) \
+         VALUES ($1, $2, $3, $4, $5, $2, $6, $7, $7, $8, $9, $10, $11, $12, $13)",
+        &[
+            &forged.occurred_at,
+            &org,
+            &forged.seq,
+            &forged.prev_hash,
+            &forged.hash,
+            &forged.actor_kind,
+            &ada.id,
+            &forged.action,
+            &forged.target_kind,
+            &forged.target_id,
+            &forged.outcome,
+            &forged.address,
+            &forged.request_id,
+        ],
+    )
+    .await
+    .expect("appending a forged row");
+    // The forged event is listed as any other.
+    assert_eq!(
+        events(&ada.client, Some(org)).await[0].action,
+        "member.remove"
+    );
+    for client in [&ada.client, &ada_b] {
+        let v = verify(client, Some(org)).await;
+        assert_broken(&v, 5, types::AuditChainProblem::MacMismatch);
+        assert_eq!(v.chains[0].head_seq, 4);
+        assert_eq!(v.chains[0].checked, 4);
+    }
+    second.shutdown().await.unwrap();
+    cx.teardown().await;
+}
+
+/// (b) The newest events deleted and the head wound back to the last
+/// row kept: the chain is consistent up to its head, but the newest
+/// checkpoint vouched for rows that are gone.
+#[tokio::test]
+async fn newest_events_removed_with_the_head_wound_back_are_found() {
+    let (cx, second, ada, org, ada_b) = checkpointed("audit_truncated", 4).await;
+    let db = cx.db().await;
+    let rows = rows_of(&db, org).await;
+    assert_eq!(rows.len(), 5);
+    let kept = &rows[2];
+    db.batch_execute(&format!(
+        "BEGIN; SET LOCAL session_replication_role = replica; \
+         DELETE FROM audit_events WHERE chain_id = '{org}' AND seq > 3; COMMIT;"
+    ))
+    .await
+    .expect("removing as a superuser");
+    db.execute(
+        "UPDATE audit_chain_heads SET seq = 3, prev_hash = $2, hash = $3 WHERE chain_id = $1",
+        &[&org, &kept.prev_hash, &kept.hash],
+    )
+    .await
+    .unwrap();
+    for client in [&ada.client, &ada_b] {
+        let v = verify(client, Some(org)).await;
+        assert_broken(&v, 4, types::AuditChainProblem::MissingRows);
+        let chain = &v.chains[0];
+        assert_eq!((chain.head_seq, chain.checked), (3, 3));
+        assert_eq!(chain.checkpoint.as_ref().map(|c| c.seq), Some(5), "{v:?}");
+    }
+    // The head alone wound back (rows kept) is found without a checkpoint.
+    let other = org_named(&ada, "Other").await;
+    create_role(&ada, other, "r").await;
+    let rows = rows_of(&db, other).await;
+    db.execute(
+        "UPDATE audit_chain_heads SET seq = 1, prev_hash = $2, hash = $3 WHERE chain_id = $1",
+        &[&other, &rows[0].prev_hash, &rows[0].hash],
+    )
+    .await
+    .unwrap();
+    let v = verify(&ada_b, Some(other)).await;
+    assert_broken(&v, 2, types::AuditChainProblem::RowsAfterHead);
+    second.shutdown().await.unwrap();
+    cx.teardown().await;
+}
+
+/// (c) An event changed and every hash from it on recomputed with plain
+/// SHA-256 (the head too): without the key the rows' hashes cannot be
+/// the keyed ones. Claiming in the database that the chain was keyed
+/// only later (as rows of an earlier version are) does not help: the
+/// checkpoint states where the keyed chain begins.
+#[tokio::test]
+async fn an_event_changed_and_rechained_with_sha256_is_found() {
+    let (cx, second, ada, org, ada_b) = checkpointed("audit_rechained", 4).await;
+    let db = cx.db().await;
+    db.batch_execute(&format!(
+        "BEGIN; SET LOCAL session_replication_role = replica; \
+         UPDATE audit_events SET details = '{{\"name\": \"forged\"}}' \
+          WHERE chain_id = '{org}' AND seq = 2; COMMIT;"
+    ))
+    .await
+    .expect("tampering as a superuser");
+    rechain_with_sha256(&db, org, 2).await;
+    for client in [&ada.client, &ada_b] {
+        let v = verify(client, Some(org)).await;
+        assert_broken(&v, 2, types::AuditChainProblem::MacMismatch);
+        assert_eq!(v.chains[0].checked, 1);
+    }
+    // Every row rehashed, and the chain claimed unkeyed (as if written by
+    // an earlier version): the checkpoint says it is keyed from seq 1.
+    rechain_with_sha256(&db, org, 1).await;
+    db.execute(
+        "UPDATE audit_chain_heads SET keyed_from = 100 WHERE chain_id = $1",
+        &[&org],
+    )
+    .await
+    .unwrap();
+    for client in [&ada.client, &ada_b] {
+        let v = verify(client, Some(org)).await;
+        assert_broken(&v, 1, types::AuditChainProblem::MacMismatch);
+        assert_eq!(v.chains[0].keyed_from_seq, 1);
+    }
+    second.shutdown().await.unwrap();
+    cx.teardown().await;
+}
+
+/// Rows of an earlier version (hashed with plain SHA-256, before the
+/// chain's `keyed_from`) verify; rows written since are keyed; the first
+/// checkpoint seals where the keyed chain begins, so rewriting keyed rows
+/// with SHA-256 and moving `keyed_from` later in the database is found.
+#[tokio::test]
+async fn rows_of_an_earlier_version_verify_and_are_sealed_by_the_first_checkpoint() {
+    // No checkpoint after the one at start (before the organization).
+    let cx = TestContext::with_config("audit_legacy", |c| {
+        c.audit.checkpoint_interval_secs = 3600;
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = org_named(&ada, "Acme").await;
+    create_role(&ada, org, "old").await;
+    // As an earlier version left them: rows 1 and 2 hashed with SHA-256,
+    // the migration's `keyed_from` after them.
+    let db = cx.db().await;
+    rechain_with_sha256(&db, org, 1).await;
+    db.execute(
+        "UPDATE audit_chain_heads SET keyed_from = 3 WHERE chain_id = $1",
+        &[&org],
+    )
+    .await
+    .unwrap();
+    let v = verify(&ada.client, Some(org)).await;
+    assert!(v.ok, "{v:?}");
+    assert_eq!(v.chains[0].keyed_from_seq, 3);
+    assert!(v.chains[0].checkpoint.is_none(), "{v:?}");
+    // New rows are keyed: rehashed with SHA-256 they no longer verify.
+    create_role(&ada, org, "new-1").await;
+    create_role(&ada, org, "new-2").await;
+    let v = verify(&ada.client, Some(org)).await;
+    assert!(v.ok, "{v:?}");
+    assert_eq!((v.chains[0].checked, v.chains[0].head_seq), (4, 4));
+    // An instance publishing checkpoints seals the chain as it is.
+    let second = cx
+        .second_instance(|c| c.audit.checkpoint_interval_secs = 1)
+        .await;
+    let ada_b = workspace_client::Client::authenticated(
+        &format!("http://{}", second.local_addr()),
+        &ada.token,
+    )
+    .unwrap();
+    let v = wait_for_checkpoint(&ada_b, org, 4).await;
+    assert!(v.ok, "{v:?}");
+    assert_eq!(v.chains[0].checkpoint.as_ref().unwrap().keyed_from_seq, 3);
+    // Row 4 changed, the chain rehashed from there, `keyed_from` moved past
+    // it: found on both instances (they read the same checkpoint file).
+    db.batch_execute(&format!(
+        "BEGIN; SET LOCAL session_replication_role = replica; \
+         UPDATE audit_events SET target_id = 'forged' WHERE chain_id = '{org}' AND seq = 4; \
+         COMMIT;"
+    ))
+    .await
+    .unwrap();
+    rechain_with_sha256(&db, org, 4).await;
+    db.execute(
+        "UPDATE audit_chain_heads SET keyed_from = 5 WHERE chain_id = $1",
+        &[&org],
+    )
+    .await
+    .unwrap();
+    for client in [&ada.client, &ada_b] {
+        let v = verify(client, Some(org)).await;
+        assert_broken(&v, 4, types::AuditChainProblem::MacMismatch);
+    }
+    second.shutdown().await.unwrap();
+    cx.teardown().await;
+}

@@ -10,15 +10,20 @@
 //! failed login) are written by [`Datastore::audit_record`] in a
 //! transaction of their own.
 //!
-//! Each row's hash is SHA-256 of the previous row's hash, the row's `seq`
-//! (8 bytes, big-endian) and [`canonical`] (the row's other columns,
-//! length-prefixed): the server computes the canonical bytes, the
-//! database chains them in the same statement that advances the head.
-//! [`Datastore::audit_verify`] recomputes every hash from the stored
-//! columns.
+//! Each row's hash is HMAC-SHA256, under the chain key of the server's
+//! key file ([`crate::audit::AuditKeys`], never in the database), of the
+//! previous row's hash, the row's `seq` (8 bytes, big-endian) and
+//! [`canonical`] (the row's other columns, length-prefixed). The server
+//! locks the chain's head, computes the hash and advances the head with
+//! the row's insert. Rows before the chain's `keyed_from` were written by
+//! an earlier version with plain SHA-256 ([`chain_hash`]; migration
+//! `V46`). [`Datastore::audit_verify_chain`] walks every row of a chain,
+//! past its head too, recomputes each hash, and compares the chain with
+//! the newest signed checkpoint published outside the database
+//! (`app::audit`).
 
 use super::{Datastore, Tx};
-use crate::audit::{Event, Origin};
+use crate::audit::{Checkpoint, Event, Origin};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use sha2::Digest;
@@ -33,6 +38,13 @@ pub const PARTITIONS_AHEAD: i32 = 3;
 /// Rows read per statement by verification.
 const VERIFY_PAGE: i64 = 1000;
 
+/// A page of a chain's rows from a seq on, in order (every row: past the
+/// head too).
+const VERIFY_SQL: &str = "SELECT id, occurred_at, chain_id, seq, prev_hash, hash, \
+     organization_id, actor_kind, actor_id, actor_user_id, action, target_kind, target_id, \
+     outcome, address, user_agent, request_id, details FROM audit_events \
+     WHERE chain_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3";
+
 /// The advisory lock of the maintenance (partitions ahead, retention): one
 /// instance at a time does it; the others skip that round.
 const MAINTENANCE_LOCK: i64 = 0x6175_6469_745f_6d61; // "audit_ma"
@@ -40,13 +52,16 @@ const MAINTENANCE_LOCK: i64 = 0x6175_6469_745f_6d61; // "audit_ma"
 const ENSURE_HEAD: &str =
     "INSERT INTO audit_chain_heads (chain_id) VALUES ($1) ON CONFLICT DO NOTHING";
 
-/// Advances the chain's head and inserts the row it hashes, in one
-/// statement (`$2` is the canonical payload).
+/// The chain's head, locked until the recording transaction ends (the
+/// writers of one chain take turns).
+const LOCK_HEAD: &str = "SELECT seq, hash FROM audit_chain_heads WHERE chain_id = $1 FOR UPDATE";
+
+/// Advances the locked head to `$2` with the hash `$16` and inserts the
+/// row it hashes, in one statement.
 const RECORD: &str = "WITH head AS ( \
         UPDATE audit_chain_heads \
-           SET seq = seq + 1, prev_hash = hash, \
-               hash = sha256(hash || int8send(seq + 1) || $2) \
-         WHERE chain_id = $1 \
+           SET seq = $2::bigint, prev_hash = hash, hash = $16 \
+         WHERE chain_id = $1 AND seq = $2::bigint - 1 \
      RETURNING seq, prev_hash, hash) \
      INSERT INTO audit_events (occurred_at, chain_id, seq, prev_hash, hash, organization_id, \
          actor_kind, actor_id, actor_user_id, action, target_kind, target_id, outcome, \
@@ -141,8 +156,9 @@ fn canonical_json(value: &serde_json::Value) -> String {
     sorted(value).to_string()
 }
 
-/// The hash of a row: SHA-256 of `prev_hash`, `seq` and the payload (what
-/// the recording statement computes in the database).
+/// The hash of a row written before the chain was keyed: SHA-256 of
+/// `prev_hash`, `seq` and the payload (what earlier versions computed in
+/// the database).
 pub fn chain_hash(prev_hash: &[u8], seq: i64, payload: &[u8]) -> Vec<u8> {
     let mut h = sha2::Sha256::new();
     h.update(prev_hash);
@@ -177,30 +193,38 @@ pub(crate) async fn record(tx: &Tx<'_>, origin: &Origin, event: &Event) -> Resul
         details: &event.details,
     };
     let payload = canonical(&stored);
-    let [_, inserted] = tx
-        .pipeline([
-            (ENSURE_HEAD, &[&chain_id]),
-            (
-                RECORD,
-                &[
-                    &chain_id,
-                    &payload,
-                    &stored.occurred_at,
-                    &stored.organization_id,
-                    &stored.actor_kind,
-                    &stored.actor_id,
-                    &stored.actor_user_id,
-                    &stored.action,
-                    &stored.target_kind,
-                    &stored.target_id,
-                    &stored.outcome,
-                    &stored.address,
-                    &stored.user_agent,
-                    &stored.request_id,
-                    stored.details,
-                ],
-            ),
-        ])
+    let keys =
+        crate::audit::keys().ok_or_else(|| Error::internal("the audit key is not loaded"))?;
+    let [_, head] = tx
+        .pipeline([(ENSURE_HEAD, &[&chain_id]), (LOCK_HEAD, &[&chain_id])])
+        .await?;
+    let [head] = head.as_slice() else {
+        return Err(Error::internal("the audit chain's head is missing"));
+    };
+    let seq = head.get::<_, i64>("seq") + 1;
+    let hash = keys.chain_mac(head.get::<_, &[u8]>("hash"), seq, &payload);
+    let inserted = tx
+        .query(
+            RECORD,
+            &[
+                &chain_id,
+                &seq,
+                &stored.occurred_at,
+                &stored.organization_id,
+                &stored.actor_kind,
+                &stored.actor_id,
+                &stored.actor_user_id,
+                &stored.action,
+                &stored.target_kind,
+                &stored.target_id,
+                &stored.outcome,
+                &stored.address,
+                &stored.user_agent,
+                &stored.request_id,
+                stored.details,
+                &hash,
+            ],
+        )
         .await?;
     let [row] = inserted.as_slice() else {
         return Err(Error::internal("the audit chain's head is missing"));
@@ -254,10 +278,6 @@ pub struct AuditRow {
     pub request_id: Option<String>,
     pub details: serde_json::Value,
 }
-
-const ROW_COLUMNS: &str = "id, occurred_at, chain_id, seq, prev_hash, hash, organization_id, \
-     actor_kind, actor_id, actor_user_id, action, target_kind, target_id, outcome, address, \
-     user_agent, request_id, details";
 
 impl AuditRow {
     fn from_row(row: &tokio_postgres::Row) -> AuditRow {
@@ -412,87 +432,159 @@ impl Datastore {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    /// Verifies one chain (see [`ChainCheck`]) in one snapshot: every
-    /// row's `seq` follows the previous one's, its `prev_hash` is the
-    /// previous hash, its hash is recomputed from its columns, and the last
-    /// row is the head. Starts where retention left it
-    /// (`audit_retention_marks`), else at seq 1 after 32 zero bytes.
-    pub async fn audit_verify_chain(&self, chain_id: Uuid) -> Result<ChainCheck, Error> {
+    /// Verifies one chain (see [`ChainCheck`]) in one snapshot. Walks
+    /// every row of the chain in `seq` order, past the head too (a row
+    /// appended after the head is checked like any other): each `seq`
+    /// follows the previous one's, each `prev_hash` is the previous hash,
+    /// each hash is recomputed from the row's columns (HMAC-SHA256 under
+    /// the chain key from `keyed_from` on, plain SHA-256 before). Then the
+    /// last row must be the head, and the chain must reach `checkpoint`
+    /// (the newest signed checkpoint, published outside the database) with
+    /// its hash; the checkpoint's `keyed_from` is the one believed.
+    ///
+    /// Starts where retention left the chain (`audit_retention_marks`),
+    /// else at seq 1 after 32 zero bytes; with `resume` (the checkpoint
+    /// task), at the checkpoint's row instead, whose hash must be the
+    /// checkpoint's.
+    pub async fn audit_verify_chain(
+        &self,
+        chain_id: Uuid,
+        checkpoint: Option<&Checkpoint>,
+        resume: bool,
+    ) -> Result<ChainCheck, Error> {
+        let keys =
+            crate::audit::keys().ok_or_else(|| Error::internal("the audit key is not loaded"))?;
         let mut conn = self.conn().await?;
         let tx = conn.snapshot().await?;
-        let head = tx
-            .query_opt(
-                "SELECT seq, hash FROM audit_chain_heads WHERE chain_id = $1",
-                &[&chain_id],
-            )
+        let [head, mark] = tx
+            .pipeline([
+                (
+                    "SELECT seq, hash, keyed_from FROM audit_chain_heads WHERE chain_id = $1",
+                    &[&chain_id],
+                ),
+                (
+                    "SELECT seq, hash FROM audit_retention_marks WHERE chain_id = $1",
+                    &[&chain_id],
+                ),
+            ])
             .await?;
-        let (head_seq, head_hash): (i64, Vec<u8>) = match head {
-            Some(row) => (row.get(0), row.get(1)),
-            None => (0, vec![0; 32]),
+        let (head_seq, head_hash, stored_keyed_from): (i64, Vec<u8>, i64) = match head.first() {
+            Some(row) => (row.get("seq"), row.get("hash"), row.get("keyed_from")),
+            None => (0, vec![0; 32], 1),
         };
-        let mark = tx
-            .query_opt(
-                "SELECT seq, hash FROM audit_retention_marks WHERE chain_id = $1",
-                &[&chain_id],
-            )
-            .await?;
-        let (mut expected_seq, mut expected_prev): (i64, Vec<u8>) = match mark {
-            Some(row) => (row.get::<_, i64>(0) + 1, row.get(1)),
+        let (mut expected_seq, mut expected_prev): (i64, Vec<u8>) = match mark.first() {
+            Some(row) => (row.get::<_, i64>("seq") + 1, row.get("hash")),
             None => (1, vec![0; 32]),
         };
+        // A checkpoint of a row retention has dropped since says nothing
+        // of the rows left (but its `keyed_from` still holds).
+        let reachable = checkpoint.filter(|c| c.seq >= expected_seq);
+        let keyed_from = checkpoint.map_or(stored_keyed_from, |c| c.keyed_from);
+        // Resuming: the checkpoint's row is taken as verified when its
+        // hash is the checkpoint's.
+        let mut anchor = reachable.filter(|_| resume);
+        if let Some(c) = anchor {
+            expected_seq = c.seq;
+        }
         let mut check = ChainCheck {
             chain_id,
             checked: 0,
             head_seq,
+            keyed_from,
+            last_seq: expected_seq - 1,
+            last_hash: expected_prev.clone(),
             broken_at: None,
-            reason: None,
+            problem: None,
+            checkpoint: checkpoint.cloned(),
         };
-        let sql = format!(
-            "SELECT {ROW_COLUMNS} FROM audit_events \
-             WHERE chain_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq LIMIT $4"
-        );
         let mut after = expected_seq - 1;
         'pages: loop {
             let rows = tx
-                .query(&sql, &[&chain_id, &(after + 1), &head_seq, &VERIFY_PAGE])
+                .query(VERIFY_SQL, &[&chain_id, &(after + 1), &VERIFY_PAGE])
                 .await?;
             let full = rows.len() as i64 == VERIFY_PAGE;
             for row in rows.iter().map(AuditRow::from_row) {
-                let broken = if row.seq != expected_seq {
-                    Some((expected_seq, "a row is missing"))
+                let broken = if let Some(c) = anchor.take() {
+                    if row.seq != c.seq {
+                        Some((c.seq, ChainProblem::MissingRows))
+                    } else if row.hash != c.hash {
+                        Some((c.seq, ChainProblem::CheckpointMismatch))
+                    } else {
+                        None
+                    }
+                } else if row.seq != expected_seq {
+                    Some((expected_seq, ChainProblem::MissingRows))
                 } else if row.prev_hash != expected_prev {
-                    Some((row.seq, "the previous hash does not match"))
-                } else if chain_hash(&row.prev_hash, row.seq, &canonical(&row.stored())) != row.hash
-                {
-                    Some((row.seq, "the row's hash does not match its columns"))
+                    Some((row.seq, ChainProblem::PrevHashMismatch))
                 } else {
-                    None
+                    let payload = canonical(&row.stored());
+                    let hash = if row.seq < keyed_from {
+                        chain_hash(&row.prev_hash, row.seq, &payload)
+                    } else {
+                        keys.chain_mac(&row.prev_hash, row.seq, &payload)
+                    };
+                    if hash != row.hash {
+                        Some((row.seq, ChainProblem::MacMismatch))
+                    } else if reachable.is_some_and(|c| c.seq == row.seq && c.hash != row.hash) {
+                        Some((row.seq, ChainProblem::CheckpointMismatch))
+                    } else {
+                        None
+                    }
                 };
-                if let Some((seq, reason)) = broken {
+                if let Some((seq, problem)) = broken {
                     check.broken_at = Some(seq);
-                    check.reason = Some(reason.to_string());
+                    check.problem = Some(problem);
                     break 'pages;
                 }
                 check.checked += 1;
                 expected_seq = row.seq + 1;
-                expected_prev = row.hash;
                 after = row.seq;
+                check.last_seq = row.seq;
+                check.last_hash = row.hash.clone();
+                expected_prev = row.hash;
             }
             if !full {
                 break;
             }
         }
-        if check.broken_at.is_none() {
-            if expected_seq - 1 != head_seq {
-                check.broken_at = Some(expected_seq);
-                check.reason = Some("a row is missing".to_string());
-            } else if expected_prev != head_hash {
-                check.broken_at = Some(head_seq);
-                check.reason = Some("the last row is not the chain's head".to_string());
-            }
-        }
         tx.end_read();
+        if check.broken_at.is_some() {
+            return Ok(check);
+        }
+        let last = check.last_seq;
+        let broken = if let Some(c) = anchor {
+            // Resuming, and not even the checkpoint's row is there.
+            Some((c.seq.min(last + 1), ChainProblem::MissingRows))
+        } else if reachable.is_some_and(|c| c.seq > last) {
+            // The chain stops short of a row a checkpoint vouched for:
+            // rows removed at its end (and the head wound back).
+            Some((last + 1, ChainProblem::MissingRows))
+        } else if last > head_seq {
+            Some((head_seq + 1, ChainProblem::RowsAfterHead))
+        } else if last < head_seq {
+            Some((last + 1, ChainProblem::MissingRows))
+        } else if !resume && expected_prev != head_hash {
+            Some((head_seq, ChainProblem::HeadMismatch))
+        } else {
+            None
+        };
+        if let Some((seq, problem)) = broken {
+            check.broken_at = Some(seq);
+            check.problem = Some(problem);
+        }
         Ok(check)
+    }
+
+    /// Every chain's id (the checkpoint task's round).
+    pub async fn audit_chain_ids(&self) -> Result<Vec<Uuid>, Error> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT chain_id FROM audit_chain_heads ORDER BY chain_id",
+                &[],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get("chain_id")).collect())
     }
 
     /// The maintenance of the log, by whichever instance takes the lock
@@ -540,9 +632,50 @@ pub struct ChainCheck {
     pub checked: i64,
     /// The chain head's seq (its length, retention aside).
     pub head_seq: i64,
-    /// The first seq found broken (changed, or missing).
+    /// The first keyed seq believed (the checkpoint's, else the
+    /// database's).
+    pub keyed_from: i64,
+    /// The last row verified and its hash (what a new checkpoint states).
+    pub last_seq: i64,
+    pub last_hash: Vec<u8>,
+    /// The first seq found broken (changed, missing, or added).
     pub broken_at: Option<i64>,
-    pub reason: Option<String>,
+    pub problem: Option<ChainProblem>,
+    /// The checkpoint the chain was compared with.
+    pub checkpoint: Option<Checkpoint>,
+}
+
+/// How a chain is broken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainProblem {
+    /// A row's hash is not the MAC (or, before `keyed_from`, the SHA-256)
+    /// of its columns: changed, or made without the key.
+    MacMismatch,
+    /// A row's `prev_hash` is not the previous row's hash.
+    PrevHashMismatch,
+    /// Rows are missing: a gap, the chain short of its head, or short of a
+    /// checkpoint (rows removed at the end, the head wound back).
+    MissingRows,
+    /// Rows follow the chain's head (the head wound back, rows kept).
+    RowsAfterHead,
+    /// The head's hash is not the last row's.
+    HeadMismatch,
+    /// The row a checkpoint vouched for has another hash.
+    CheckpointMismatch,
+}
+
+impl ChainProblem {
+    /// What to tell a reader.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ChainProblem::MacMismatch => "the row's hash does not match its columns under the key",
+            ChainProblem::PrevHashMismatch => "the previous hash does not match",
+            ChainProblem::MissingRows => "a row is missing",
+            ChainProblem::RowsAfterHead => "rows follow the chain's head",
+            ChainProblem::HeadMismatch => "the last row is not the chain's head",
+            ChainProblem::CheckpointMismatch => "the row differs from the signed checkpoint of it",
+        }
+    }
 }
 
 #[cfg(test)]
