@@ -576,7 +576,11 @@ pub async fn restore(config: &Config, file: &Path, without_files: bool) -> Resul
         Store::Local(files) => sibling(files, &format!("restore-{stamp}")),
         Store::Bucket(_) => root.join(format!("restore-{stamp}")),
     };
+    // The database found, and no server using it, before anything is
+    // unpacked.
+    let target = Target::open(config).await?;
     let result = async {
+        refuse_if_busy(&target)?;
         let unpacked = match format {
             archive::Format::DatabaseOnly => None,
             archive::Format::Archive => Some(unpack(file, &staging).await?),
@@ -584,8 +588,7 @@ pub async fn restore(config: &Config, file: &Path, without_files: bool) -> Resul
         if let Some(unpacked) = &unpacked {
             check_unpacked(unpacked, &store, without_files)?;
         }
-        let target = Target::open(config).await?;
-        let result = replace(
+        replace(
             &target,
             config,
             file,
@@ -594,13 +597,30 @@ pub async fn restore(config: &Config, file: &Path, without_files: bool) -> Resul
             without_files,
             &stamp,
         )
-        .await;
-        target.close().await?;
-        result
+        .await
     }
     .await;
     let _ = std::fs::remove_dir_all(&staging);
+    target.close().await?;
     result
+}
+
+/// With the embedded cluster: refused while a server (or another
+/// program) uses it.
+fn refuse_if_busy(target: &Target) -> Result<()> {
+    let busy = match &target.cluster {
+        Some(cluster) => cluster
+            .shared_with_others()
+            .map(|busy| busy.then(|| cluster.data_dir.clone()))?,
+        None => None,
+    };
+    if let Some(data_dir) = busy {
+        bail!(
+            "a server (or another program) is using the database under {}: stop it, then restore",
+            data_dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// `path` with `.{suffix}` added to its last component.
@@ -697,18 +717,6 @@ async fn replace(
     without_files: bool,
     stamp: &str,
 ) -> Result<RestoreReport> {
-    let busy = match &target.cluster {
-        Some(cluster) => cluster
-            .shared_with_others()
-            .map(|busy| busy.then(|| cluster.data_dir.clone()))?,
-        None => None,
-    };
-    if let Some(data_dir) = busy {
-        bail!(
-            "a server (or another program) is using the database under {}: stop it, then restore",
-            data_dir.display()
-        );
-    }
     let dump = unpacked.map(|u| u.database.as_path()).unwrap_or(file);
     // Not `pg_restore --clean`: it drops a partition's inherited primary
     // key before its parent's and fails on partitioned tables (the audit
