@@ -941,22 +941,122 @@ pub mod types {
     pub struct AuditChainCheck {
         ///Events whose hash was recomputed and matched.
         pub checked: i64,
+        ///The newest signed checkpoint of the chain the server could read (its log aside: its checkpoint file, object storage), which the chain was compared with; `null` when none was found.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub checkpoint: ::std::option::Option<AuditCheckpoint>,
         ///The first `seq` found changed or missing.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub first_broken_seq: ::std::option::Option<i64>,
         ///The chain's last `seq`.
         pub head_seq: i64,
+        ///The first `seq` whose hash is HMAC-SHA256 under the server's audit key (the rows before it were hashed with plain SHA-256 by an earlier version): the newest checkpoint's, else the database's.
+        #[serde(default)]
+        pub keyed_from_seq: i64,
         ///Whether the chain is intact.
         pub ok: bool,
         ///The organization; `null` for the system chain.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub org_id: ::std::option::Option<::uuid::Uuid>,
+        ///Why it is broken, as a stable code (`null` when intact).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub problem: ::std::option::Option<AuditChainProblem>,
         ///Why it is broken.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub reason: ::std::option::Option<::std::string::String>,
     }
     impl AuditChainCheck {
         pub fn builder() -> builder::AuditChainCheck {
+            Default::default()
+        }
+    }
+    ///Why a chain is broken.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum AuditChainProblem {
+        ///A row's hash does not match its columns under the audit key: the row was changed, or made without the key (appended by hand).
+        #[serde(rename = "mac_mismatch")]
+        MacMismatch,
+        ///A row's `prev_hash` is not the previous row's hash.
+        #[serde(rename = "prev_hash_mismatch")]
+        PrevHashMismatch,
+        ///Rows are missing: a gap, the chain stopping short of its head, or short of its newest checkpoint (rows removed at the end).
+        #[serde(rename = "missing_rows")]
+        MissingRows,
+        ///Rows follow the chain's head (the head was wound back).
+        #[serde(rename = "rows_after_head")]
+        RowsAfterHead,
+        ///The head's hash is not the last row's.
+        #[serde(rename = "head_mismatch")]
+        HeadMismatch,
+        ///The row a checkpoint vouched for has another hash.
+        #[serde(rename = "checkpoint_mismatch")]
+        CheckpointMismatch,
+    }
+    impl ::std::fmt::Display for AuditChainProblem {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::MacMismatch => f.write_str("mac_mismatch"),
+                Self::PrevHashMismatch => f.write_str("prev_hash_mismatch"),
+                Self::MissingRows => f.write_str("missing_rows"),
+                Self::RowsAfterHead => f.write_str("rows_after_head"),
+                Self::HeadMismatch => f.write_str("head_mismatch"),
+                Self::CheckpointMismatch => f.write_str("checkpoint_mismatch"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for AuditChainProblem {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "mac_mismatch" => Ok(Self::MacMismatch),
+                "prev_hash_mismatch" => Ok(Self::PrevHashMismatch),
+                "missing_rows" => Ok(Self::MissingRows),
+                "rows_after_head" => Ok(Self::RowsAfterHead),
+                "head_mismatch" => Ok(Self::HeadMismatch),
+                "checkpoint_mismatch" => Ok(Self::CheckpointMismatch),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AuditChainProblem {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AuditChainProblem {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A signed checkpoint of a chain: at `at`, its row `seq` had `hash`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct AuditCheckpoint {
+        pub at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Hex.
+        pub hash: ::std::string::String,
+        ///The chain's first keyed `seq`, as the checkpoint states it.
+        pub keyed_from_seq: i64,
+        pub seq: i64,
+    }
+    impl AuditCheckpoint {
+        pub fn builder() -> builder::AuditCheckpoint {
             Default::default()
         }
     }
@@ -17146,12 +17246,21 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct AuditChainCheck {
             checked: ::std::result::Result<i64, ::std::string::String>,
+            checkpoint: ::std::result::Result<
+                ::std::option::Option<super::AuditCheckpoint>,
+                ::std::string::String,
+            >,
             first_broken_seq:
                 ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
             head_seq: ::std::result::Result<i64, ::std::string::String>,
+            keyed_from_seq: ::std::result::Result<i64, ::std::string::String>,
             ok: ::std::result::Result<bool, ::std::string::String>,
             org_id:
                 ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            problem: ::std::result::Result<
+                ::std::option::Option<super::AuditChainProblem>,
+                ::std::string::String,
+            >,
             reason: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
@@ -17161,10 +17270,13 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     checked: Err("no value supplied for checked".to_string()),
+                    checkpoint: Ok(Default::default()),
                     first_broken_seq: Err("no value supplied for first_broken_seq".to_string()),
                     head_seq: Err("no value supplied for head_seq".to_string()),
+                    keyed_from_seq: Ok(Default::default()),
                     ok: Err("no value supplied for ok".to_string()),
                     org_id: Err("no value supplied for org_id".to_string()),
+                    problem: Ok(Default::default()),
                     reason: Err("no value supplied for reason".to_string()),
                 }
             }
@@ -17178,6 +17290,16 @@ pub mod types {
                 self.checked = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for checked: {e}"));
+                self
+            }
+            pub fn checkpoint<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AuditCheckpoint>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.checkpoint = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for checkpoint: {e}"));
                 self
             }
             pub fn first_broken_seq<T>(mut self, value: T) -> Self
@@ -17200,6 +17322,16 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for head_seq: {e}"));
                 self
             }
+            pub fn keyed_from_seq<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.keyed_from_seq = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for keyed_from_seq: {e}")
+                });
+                self
+            }
             pub fn ok<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<bool>,
@@ -17220,6 +17352,16 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for org_id: {e}"));
                 self
             }
+            pub fn problem<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::AuditChainProblem>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.problem = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for problem: {e}"));
+                self
+            }
             pub fn reason<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
@@ -17238,10 +17380,13 @@ pub mod types {
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     checked: value.checked?,
+                    checkpoint: value.checkpoint?,
                     first_broken_seq: value.first_broken_seq?,
                     head_seq: value.head_seq?,
+                    keyed_from_seq: value.keyed_from_seq?,
                     ok: value.ok?,
                     org_id: value.org_id?,
+                    problem: value.problem?,
                     reason: value.reason?,
                 })
             }
@@ -17250,11 +17395,99 @@ pub mod types {
             fn from(value: super::AuditChainCheck) -> Self {
                 Self {
                     checked: Ok(value.checked),
+                    checkpoint: Ok(value.checkpoint),
                     first_broken_seq: Ok(value.first_broken_seq),
                     head_seq: Ok(value.head_seq),
+                    keyed_from_seq: Ok(value.keyed_from_seq),
                     ok: Ok(value.ok),
                     org_id: Ok(value.org_id),
+                    problem: Ok(value.problem),
                     reason: Ok(value.reason),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct AuditCheckpoint {
+            at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            hash: ::std::result::Result<::std::string::String, ::std::string::String>,
+            keyed_from_seq: ::std::result::Result<i64, ::std::string::String>,
+            seq: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for AuditCheckpoint {
+            fn default() -> Self {
+                Self {
+                    at: Err("no value supplied for at".to_string()),
+                    hash: Err("no value supplied for hash".to_string()),
+                    keyed_from_seq: Err("no value supplied for keyed_from_seq".to_string()),
+                    seq: Err("no value supplied for seq".to_string()),
+                }
+            }
+        }
+        impl AuditCheckpoint {
+            pub fn at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.at = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for at: {e}"));
+                self
+            }
+            pub fn hash<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.hash = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for hash: {e}"));
+                self
+            }
+            pub fn keyed_from_seq<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.keyed_from_seq = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for keyed_from_seq: {e}")
+                });
+                self
+            }
+            pub fn seq<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.seq = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for seq: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AuditCheckpoint> for super::AuditCheckpoint {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AuditCheckpoint,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    at: value.at?,
+                    hash: value.hash?,
+                    keyed_from_seq: value.keyed_from_seq?,
+                    seq: value.seq?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AuditCheckpoint> for AuditCheckpoint {
+            fn from(value: super::AuditCheckpoint) -> Self {
+                Self {
+                    at: Ok(value.at),
+                    hash: Ok(value.hash),
+                    keyed_from_seq: Ok(value.keyed_from_seq),
+                    seq: Ok(value.seq),
                 }
             }
         }
@@ -43762,7 +43995,7 @@ pub mod types {
 
 Multi-tenant backend for AI chat applications: accounts, organizations, roles, conversations with language models, tools, knowledge bases, agents and MCP connections. Every operation except those marked public requires `Authorization: Bearer <access_token>`. Errors have the body `{request_id, error_code, message}` with a stable `error_code`.
 
-Version: 0.7.0*/
+Version: 0.8.0*/
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
@@ -43800,7 +44033,7 @@ impl Client {
 }
 impl ClientInfo<()> for Client {
     fn api_version() -> &'static str {
-        "0.7.0"
+        "0.8.0"
     }
     fn baseurl(&self) -> &str {
         self.baseurl.as_str()

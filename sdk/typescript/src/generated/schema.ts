@@ -3953,6 +3953,8 @@ export interface components {
              * @description Events whose hash was recomputed and matched.
              */
             checked: number;
+            /** @description The newest signed checkpoint of the chain the server could read (its log aside: its checkpoint file, object storage), which the chain was compared with; `null` when none was found. */
+            checkpoint?: components["schemas"]["AuditCheckpoint"] | null;
             /**
              * Format: int64
              * @description The first `seq` found changed or missing.
@@ -3963,6 +3965,12 @@ export interface components {
              * @description The chain's last `seq`.
              */
             head_seq: number;
+            /**
+             * Format: int64
+             * @description The first `seq` whose hash is HMAC-SHA256 under the server's audit key (the rows before it were hashed with plain SHA-256 by an earlier version): the newest checkpoint's, else the database's.
+             * @default 0
+             */
+            keyed_from_seq: number;
             /** @description Whether the chain is intact. */
             ok: boolean;
             /**
@@ -3970,8 +3978,26 @@ export interface components {
              * @description The organization; `null` for the system chain.
              */
             org_id: string | null;
+            /** @description Why it is broken, as a stable code (`null` when intact). */
+            problem?: components["schemas"]["AuditChainProblem"] | null;
             /** @description Why it is broken. */
             reason: string | null;
+        };
+        /** @description Why a chain is broken. */
+        AuditChainProblem: "mac_mismatch" | "prev_hash_mismatch" | "missing_rows" | "rows_after_head" | "head_mismatch" | "checkpoint_mismatch";
+        /** @description A signed checkpoint of a chain: at `at`, its row `seq` had `hash`. */
+        AuditCheckpoint: {
+            /** Format: date-time */
+            at: string;
+            /** @description Hex. */
+            hash: string;
+            /**
+             * Format: int64
+             * @description The chain's first keyed `seq`, as the checkpoint states it.
+             */
+            keyed_from_seq: number;
+            /** Format: int64 */
+            seq: number;
         };
         /** @description One audit event. */
         AuditEvent: {
