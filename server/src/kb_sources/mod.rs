@@ -21,10 +21,9 @@ pub enum SourceError {
     Permanent(String),
 }
 
-/// A fetched document's content: text ready to chunk (plain text,
-/// Markdown), or bytes for `crate::extract` (HTML, PDF, DOCX, ...).
+/// A fetched document's content: bytes for `crate::extract` (text,
+/// Markdown, HTML, PDF, DOCX, ...), of their MIME type.
 pub enum Content {
-    Text(String),
     Bytes {
         content_type: String,
         bytes: bytes::Bytes,
@@ -43,8 +42,8 @@ pub struct Fetched {
 }
 
 /// The content of `bytes` of type `content_type` (a MIME type, parameters
-/// allowed): plain text and Markdown decoded, everything else (HTML
-/// included) left to `crate::extract`.
+/// allowed): everything, plain text included, is left to `crate::extract`
+/// (parsed in the extraction worker, under its limits).
 pub(crate) fn content_of(content_type: &str, bytes: bytes::Bytes) -> (Option<String>, Content) {
     let mime = content_type
         .split(';')
@@ -62,9 +61,21 @@ pub(crate) fn content_of(content_type: &str, bytes: bytes::Bytes) -> (Option<Str
                 bytes,
             },
         ),
-        "text/plain" | "text/markdown" | "text/x-markdown" => (
+        // Text too: a text may be JSON nested 100,000 deep, which the
+        // worker reads as its values (never raw into the chunker).
+        "text/plain" | "application/json" => (
             None,
-            Content::Text(String::from_utf8_lossy(&bytes).into_owned()),
+            Content::Bytes {
+                content_type: mime,
+                bytes,
+            },
+        ),
+        "text/markdown" | "text/x-markdown" => (
+            None,
+            Content::Bytes {
+                content_type: "text/markdown".to_string(),
+                bytes,
+            },
         ),
         _ => (
             None,

@@ -294,7 +294,8 @@ async fn hostile_uploads_leave_the_server_up_with_clear_errors() {
 /// The hostile documents of a knowledge base each reach a final state
 /// within 60 s (most within seconds), once: a JSON file of about 400 KB
 /// nested 100,000 deep (read as its values), an HTML page nested 100,000
-/// deep (read without a tree), a slow-loris page (stopped at the fetch
+/// deep (read without a tree), a JSON page as deep served as text, a
+/// slow-loris page (stopped at the fetch
 /// deadline), a `Content-Length` lie closed early and one held open; and a
 /// plain document added after them is ingested meanwhile.
 #[tokio::test]
@@ -309,7 +310,14 @@ async fn hostile_documents_settle_within_a_minute_while_the_queue_moves_on() {
         + "The keeper's log lies at the bottom of the page."
         + &"</div>".repeat(depth)
         + "</body></html>";
-    let site = Site::start(vec![("/deep.html", Page::ok("text/html", deep_html))]).await;
+    // A JSON document as deep, served by a web site as text.
+    let deep_served =
+        "[".repeat(depth) + "\"Fog horns sound every thirty seconds.\"" + &"]".repeat(depth);
+    let site = Site::start(vec![
+        ("/deep.html", Page::ok("text/html", deep_html)),
+        ("/deep-served", Page::ok("text/plain", deep_served)),
+    ])
+    .await;
     let cx = TestContext::with_config("hostile_documents", |c| {
         c.kb.poll_interval_ms = 100;
         c.fetch.allow_private_networks = true;
@@ -336,7 +344,7 @@ async fn hostile_documents_settle_within_a_minute_while_the_queue_moves_on() {
             "sources": [
                 {"type": "file", "config": {"file_ids": [json_file]}},
                 {"type": "web", "config": {"urls": [
-                    site.url("/deep.html"), hostile.url("/slow"),
+                    site.url("/deep.html"), site.url("/deep-served"), hostile.url("/slow"),
                     hostile.url("/lie-close"), hostile.url("/lie-open")]}}
             ]
         }),
@@ -365,7 +373,7 @@ async fn hostile_documents_settle_within_a_minute_while_the_queue_moves_on() {
     // Each document's final state, and when it was first seen.
     let mut settled: std::collections::BTreeMap<String, (Duration, serde_json::Value)> =
         Default::default();
-    while settled.len() < 6 {
+    while settled.len() < 7 {
         for kb in [kb, plain_kb] {
             for doc in documents(&client, kb).await {
                 let name = doc["url"]
@@ -404,6 +412,8 @@ async fn hostile_documents_settle_within_a_minute_while_the_queue_moves_on() {
         "{}",
         doc("deep.html")
     );
+    let served = doc("deep-served");
+    assert_eq!(served["status"], "completed", "{served}");
     let failed = |name: &str, says: &str| {
         let d = doc(name);
         assert_eq!(d["status"], "failed", "{d}");
