@@ -8248,6 +8248,8 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct InvitationValidation {
+        ///An addition to the spec: whether the invited address already has an account with a password (always `false` when not `valid`). Accepting then joins that account to the organization: `POST /api/auth/signup_invite` takes the account's current password and ignores the names, so a page asks for the password only. Only the holder of the invitation's token learns it.
+        pub existing_account: bool,
         ///The invitation when `valid`, else null.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub invitation: ::std::option::Option<InvitationPublic>,
@@ -29001,6 +29003,7 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct InvitationValidation {
+            existing_account: ::std::result::Result<bool, ::std::string::String>,
             invitation: ::std::result::Result<
                 ::std::option::Option<super::InvitationPublic>,
                 ::std::string::String,
@@ -29010,12 +29013,23 @@ pub mod types {
         impl ::std::default::Default for InvitationValidation {
             fn default() -> Self {
                 Self {
+                    existing_account: Err("no value supplied for existing_account".to_string()),
                     invitation: Err("no value supplied for invitation".to_string()),
                     valid: Err("no value supplied for valid".to_string()),
                 }
             }
         }
         impl InvitationValidation {
+            pub fn existing_account<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.existing_account = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for existing_account: {e}")
+                });
+                self
+            }
             pub fn invitation<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<super::InvitationPublic>>,
@@ -29043,6 +29057,7 @@ pub mod types {
                 value: InvitationValidation,
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
+                    existing_account: value.existing_account?,
                     invitation: value.invitation?,
                     valid: value.valid?,
                 })
@@ -29051,6 +29066,7 @@ pub mod types {
         impl ::std::convert::From<super::InvitationValidation> for InvitationValidation {
             fn from(value: super::InvitationValidation) -> Self {
                 Self {
+                    existing_account: Ok(value.existing_account),
                     invitation: Ok(value.invitation),
                     valid: Ok(value.valid),
                 }
@@ -44912,7 +44928,7 @@ impl Client {
 
     An addition to the spec. Permission `chats:write`. The body is the exported JSON file, either raw (any `Content-Type`, e.g. `application/json`) or as the part named `file` of a `multipart/form-data` form. At most 50 MiB (`413 file_too_large`, answered from `Content-Length` before the body is read, or as soon as the bytes read pass the limit), arriving within 5 minutes (or `http.body_read_timeout_secs` if longer; `408 request_timeout`). An instance runs four imports at once; another waits up to a minute for its turn, then `503 server_busy`.
 
-    `format` (default `auto`, recognised from the file's shape): `workspace` (`GET /api/chat/export`'s JSON: the same tree, leaf, title, status and settings), `chatgpt` (`conversations.json`: every node of `mapping` with a user or assistant message becomes a message under its parent, branches kept; system, tool and hidden messages and empty nodes are left out and their children follow the nearest message kept above them; the active path ends at `current_node`), `openwebui` (the tree of `chat.history`, leaf `currentId`), `claude` (`chat_messages`, by `parent_message_uuid` when present, else in order) or `librechat` (`messages` by `parentMessageId`). A file of none of these shapes, or not of the given one: `400 unrecognized_import_format`, whose message names the formats expected; not JSON, or nested deeper than 128 levels: `400 invalid_import_file`; no chat at all: `400 empty_import`. When the leaf the file names is not a message kept (or none is named), the newest message is; a leaf with children continues to its newest child.
+    `format` (default `auto`, recognised from the file's shape): `workspace` (`GET /api/chat/export`'s JSON: the same tree, leaf, title, status and settings), `chatgpt` (`conversations.json`: every node of `mapping` with a user or assistant message becomes a message under its parent, branches kept; system, tool and hidden messages and empty nodes are left out and their children follow the nearest message kept above them; the active path ends at `current_node`), `openwebui` (the tree of `chat.history`, leaf `currentId`), `claude` (`chat_messages`, by `parent_message_uuid` when present, else in order) or `librechat` (`messages` by `parentMessageId`). A file of none of these shapes, or not of the given one: `400 unrecognized_import_format`, whose message names the formats expected; not JSON, or nested 128 levels deep or more anywhere: `400 invalid_import_file`; no chat at all: `400 empty_import`. When the leaf the file names is not a message kept (or none is named), the newest message is; a leaf with children continues to its newest child.
 
     Bounds: at most 1,000 chats and 100,000 messages in the file (`400 import_limits_exceeded`, before anything is written); a message larger than 1 MB or deeper than 10,000 levels, two messages with one id, a parent outside the chat or a cycle of parents skip that chat, reported in `skipped`. Each chat is written in its own transaction, so a broken chat does not stop the others: the answer lists what was `imported` (new chat ids, titles, message counts) and `skipped` (position in the file, source id, reason). Imports do not count towards `daily_chat_limit` (no model is called); the bounds above are their limit.
 
@@ -45597,7 +45613,7 @@ impl Client {
     }
     /**Check an invitation token
 
-    Public (no `Authorization` header). Always `200`: for the token of a `pending`, unexpired invitation `valid` is true and `invitation` holds only `id`, `email`, `organization`, `role`, `invited_by`, `created_at` and `expires_at` (no message, no token). Unknown, malformed, accepted, revoked and expired tokens all answer `{"valid": false, "invitation": null}`, without saying which.
+    Public (no `Authorization` header). Always `200`: for the token of a `pending`, unexpired invitation `valid` is true and `invitation` holds only `id`, `email`, `organization`, `role`, `invited_by`, `created_at` and `expires_at` (no message, no token). Unknown, malformed, accepted, revoked and expired tokens all answer `{"valid": false, "invitation": null}`, without saying which. `existing_account` (an addition) says whether accepting joins an account the invited address already has (its password, no names).
 
     Sends a `GET` request to `/api/invitations/validate`
 
@@ -46082,7 +46098,7 @@ impl Client {
     }
     /**Create an organization
 
-    Any authenticated user. In one transaction: the organization (with a unique slug derived from the name), its four system roles (owner 100, admin 80, member 20, guest 10) and the caller's `active` owner membership. The name is trimmed and must be 1 to 100 characters (`400 invalid_name`). Organizations are isolated, but a caller may not belong to two organizations with the same name (compared case-insensitively): `409 org_name_taken`. Answers `201` with the organization and `user_role` owner.
+    Any authenticated person: a login, or a personal access token with the `organization:write` scope (`*:write` covers it; any other token is `403 insufficient_scope`). A service account's token is `403 service_account_not_allowed` whatever its scopes: a service account belongs to its one organization. In one transaction: the organization (with a unique slug derived from the name), its four system roles (owner 100, admin 80, member 20, guest 10) and the caller's `active` owner membership. The name is trimmed and must be 1 to 100 characters (`400 invalid_name`). Organizations are isolated, but a caller may not belong to two organizations with the same name (compared case-insensitively): `409 org_name_taken`. Answers `201` with the organization and `user_role` owner.
 
     Sends a `POST` request to `/api/org/create_org`
 
@@ -57552,6 +57568,9 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 409u16 => Err(Error::ErrorResponse(

@@ -150,6 +150,20 @@ impl ServerContext {
         }
     }
 
+    /// Authenticates the request, and with a personal access token checks
+    /// that its scopes cover `permission` (`403 insufficient_scope`): the
+    /// one call of an operation on the caller's own account that changes
+    /// something a token may do (creating an organization).
+    pub async fn authenticate_scoped<P: crate::authz::perm::Permission>(
+        &self,
+        rqctx: &Rq,
+        permission: P,
+    ) -> Result<Actor, Error> {
+        let actor = self.authenticate(rqctx).await?;
+        actor.require_scope(permission.name())?;
+        Ok(actor)
+    }
+
     /// Authenticates a request that only a login may make (managing
     /// personal access tokens and sessions, changing the password): a
     /// personal access token is `403 token_not_allowed`, whatever its

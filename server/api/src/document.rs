@@ -948,9 +948,13 @@ mod tests {
         let invalid = crate::invitations::InvitationValidation {
             valid: false,
             invitation: None,
+            existing_account: false,
         };
         let value = serde_json::to_value(&invalid).unwrap();
-        assert_eq!(value, json!({"valid": false, "invitation": null}));
+        assert_eq!(
+            value,
+            json!({"valid": false, "invitation": null, "existing_account": false})
+        );
         assert_shape(&doc, "InvitationValidation", &value);
     }
 

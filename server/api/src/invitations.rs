@@ -158,6 +158,13 @@ pub struct InvitationValidation {
     /// The invitation when `valid`, else null.
     #[schemars(with = "crate::schema::Nullable<InvitationPublic>")]
     pub invitation: Option<InvitationPublic>,
+    /// An addition to the spec: whether the invited address already has an
+    /// account with a password (always `false` when not `valid`).
+    /// Accepting then joins that account to the organization:
+    /// `POST /api/auth/signup_invite` takes the account's current password
+    /// and ignores the names, so a page asks for the password only. Only
+    /// the holder of the invitation's token learns it.
+    pub existing_account: bool,
 }
 
 /// The invitation part of the resend response.

@@ -470,7 +470,11 @@ pub trait WorkspaceApi {
 
     /// Create an organization.
     ///
-    /// Any authenticated user. In one transaction: the organization (with a
+    /// Any authenticated person: a login, or a personal access token with
+    /// the `organization:write` scope (`*:write` covers it; any other
+    /// token is `403 insufficient_scope`). A service account's token is
+    /// `403 service_account_not_allowed` whatever its scopes: a service
+    /// account belongs to its one organization. In one transaction: the organization (with a
     /// unique slug derived from the name), its four system roles (owner 100,
     /// admin 80, member 20, guest 10) and the caller's `active` owner
     /// membership. The name is trimmed and must be 1 to 100 characters
@@ -992,6 +996,8 @@ pub trait WorkspaceApi {
     /// `created_at` and `expires_at` (no message, no token). Unknown,
     /// malformed, accepted, revoked and expired tokens all answer
     /// `{"valid": false, "invitation": null}`, without saying which.
+    /// `existing_account` (an addition) says whether accepting joins an
+    /// account the invited address already has (its password, no names).
     #[endpoint { method = GET, path = "/api/invitations/validate", tags = ["invitations"] }]
     async fn invitations_validate(
         rqctx: RequestContext<Self::Context>,
@@ -2068,8 +2074,8 @@ pub trait WorkspaceApi {
     /// when present, else in order) or `librechat` (`messages` by
     /// `parentMessageId`). A file of none of these shapes, or not of the
     /// given one: `400 unrecognized_import_format`, whose message names the
-    /// formats expected; not JSON, or nested deeper than 128 levels: `400
-    /// invalid_import_file`; no chat at all: `400 empty_import`. When the
+    /// formats expected; not JSON, or nested 128 levels deep or more
+    /// anywhere: `400 invalid_import_file`; no chat at all: `400 empty_import`. When the
     /// leaf the file names is not a message kept (or none is named), the
     /// newest message is; a leaf with children continues to its newest
     /// child.

@@ -225,10 +225,6 @@ pub const CLI_HANDWRITTEN_OPERATIONS: &[&str] = &[
     // The usage CSV (`workspace usage report --format csv` builds it from
     // the report).
     "org_usage_export",
-    // Service accounts are made, rotated and deleted with a login.
-    "org_service_accounts_create",
-    "org_service_accounts_rotate",
-    "org_service_accounts_delete",
 ];
 
 /// Operations whose `200` is one JSON document streamed as it is read
@@ -437,7 +433,11 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
     ("org_list", &[(400, &["invalid_pagination"])]),
     (
         "org_create_org",
-        &[(400, &["invalid_name"]), (409, &["org_name_taken"])],
+        &[
+            (400, &["invalid_name"]),
+            (403, &["insufficient_scope", "service_account_not_allowed"]),
+            (409, &["org_name_taken"]),
+        ],
     ),
     (
         "org_add_member",

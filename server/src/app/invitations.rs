@@ -339,6 +339,7 @@ pub async fn validate(cx: &ServerContext, token: &str) -> Result<InvitationValid
     let invalid = InvitationValidation {
         valid: false,
         invitation: None,
+        existing_account: false,
     };
     if token.is_empty() || token.chars().count() > TOKEN_MAX_CHARS {
         return Ok(invalid);
@@ -353,8 +354,15 @@ pub async fn validate(cx: &ServerContext, token: &str) -> Result<InvitationValid
     if row.status != DbStatus::Pending {
         return Ok(invalid);
     }
+    // As `signup_invite` decides: an account with a password accepts with it.
+    let existing_account = cx
+        .datastore
+        .user_credentials(&row.email)
+        .await?
+        .is_some_and(|user| user.password_hash.is_some());
     Ok(InvitationValidation {
         valid: true,
+        existing_account,
         invitation: Some(InvitationPublic {
             id: row.id,
             invited_by: inviter(&row),

@@ -26,7 +26,9 @@ pub async fn create_org(
     query: QueryParams<CreateOrgQuery>,
 ) -> Result<HttpResponseCreated<Organization>, HttpError> {
     let cx = rqctx.context();
-    let actor = cx.authenticate(&rqctx).await?;
+    let actor = cx
+        .authenticate_scoped(&rqctx, perm::ORGANIZATION_WRITE)
+        .await?;
     let origin = super::origin(&rqctx, &actor);
     Ok(HttpResponseCreated(
         app::orgs::create(cx, &actor, &origin, &query.into_inner().name).await?,

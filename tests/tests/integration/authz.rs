@@ -1632,7 +1632,8 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
     })
 }
 
-async fn status(cx: &TestContext, token: Option<&str>, c: &Call) -> u16 {
+/// The probe of `c`, with `token` when given.
+fn probe(cx: &TestContext, token: Option<&str>, c: &Call) -> reqwest::RequestBuilder {
     let mut request = workspace_tests::http()
         .request(c.method.clone(), format!("{}{}", cx.base_url, c.path))
         .query(&c.query);
@@ -1653,7 +1654,43 @@ async fn status(cx: &TestContext, token: Option<&str>, c: &Call) -> u16 {
                  filename=\"p.txt\"\r\n\r\nprobe\r\n--probe-boundary--\r\n",
             );
     }
-    request.send().await.expect("request").status().as_u16()
+    request
+}
+
+async fn status(cx: &TestContext, token: Option<&str>, c: &Call) -> u16 {
+    probe(cx, token, c)
+        .send()
+        .await
+        .expect("request")
+        .status()
+        .as_u16()
+}
+
+/// A request's status and `error_code`.
+async fn refusal(cx: &TestContext, token: &str, c: &Call) -> (u16, String) {
+    let response = probe(cx, Some(token), c).send().await.expect("request");
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    (
+        status,
+        body["error_code"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// Operations that are not `GET` but only read: a token with read scopes
+/// may call them. Every other operation that is not `GET` changes
+/// something, and a token with only `*:read` is refused it.
+const READS_NOT_GET: &[&str] = &[
+    // Searching and asking a knowledge base (`kb:read`).
+    "kb_search",
+    "kb_query",
+    // A ticket for the chat WebSocket, which only reads (`chats:read`).
+    "chat_ws_ticket",
+];
+
+/// Whether a token that holds only read scopes must be refused `id`.
+fn is_write(id: &str, c: &Call) -> bool {
+    c.method != Method::GET && !READS_NOT_GET.contains(&id)
 }
 
 #[tokio::test]
@@ -1821,6 +1858,21 @@ async fn every_operation_is_protected() {
         invitation,
     };
 
+    // The owner's own token with every read scope and nothing else: the
+    // owner's role allows every write, so only the token's scopes (or the
+    // operation's refusal of tokens) stand between it and each write.
+    let (s, created) = workspace_tests::req(
+        &cx.base_url,
+        &owner.token,
+        Method::POST,
+        "/api/auth/tokens/create",
+        &[],
+        Some(json!({"name": "read-only", "scopes": ["*:read"]})),
+    )
+    .await;
+    assert_eq!(s, 201, "{created}");
+    let read_token = created["token"].as_str().unwrap().to_string();
+
     let doc = workspace_api::openapi_document();
     let mut ids: Vec<String> = doc
         .paths
@@ -1912,6 +1964,24 @@ async fn every_operation_is_protected() {
                 format!(
                     "org(level>={level}): unauthenticated={anon} non-member={out} member-below-level={weak}"
                 )
+            }
+        };
+        // A token with read scopes only, on every operation that writes
+        // (the credential-bound scopes above take no user token).
+        let line = match scope {
+            Scope::Public | Scope::DeploymentKey | Scope::ScimToken => line,
+            _ if !is_write(id, &c) => line,
+            _ => {
+                let (status, code) = refusal(&cx, &read_token, &c).await;
+                assert_eq!(
+                    status, 403,
+                    "{id}: a token with only *:read got {status} {code}"
+                );
+                assert!(
+                    code == "insufficient_scope" || code == "token_not_allowed",
+                    "{id}: a token with only *:read was refused with {code:?}"
+                );
+                format!("{line} read-token={status} {code}")
             }
         };
         lines.insert(id.clone(), line);

@@ -628,8 +628,8 @@ async fn files_of_other_formats_broken_trees_and_bounds() {
         .await;
     assert_eq!(error_of(wrong), (400, "unrecognized_import_format".into()));
 
-    // Deep nesting: refused by serde_json's recursion limit, the server
-    // unharmed.
+    // Deep nesting: refused as such (documented: deeper than 128 levels is
+    // `invalid_import_file`) wherever it sits, the server unharmed.
     let deep = format!(
         r#"[{{"title":"t","mapping":{{}},"x":{}{}}}]"#,
         "[".repeat(50_000),
@@ -642,7 +642,12 @@ async fn files_of_other_formats_broken_trees_and_bounds() {
     let only_brackets = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
     assert_eq!(
         import_error(client, org, only_brackets.into_bytes()).await,
-        (400, "unrecognized_import_format".into())
+        (400, "invalid_import_file".into())
+    );
+    let deep_object = format!("{}1{}", r#"{"a":"#.repeat(129), "}".repeat(129));
+    assert_eq!(
+        import_error(client, org, deep_object.into_bytes()).await,
+        (400, "invalid_import_file".into())
     );
 
     // A half-broken file: what is sound is imported, the rest reported.

@@ -214,6 +214,10 @@ async fn create_get_list_validate_accept() {
         .await
         .unwrap();
     assert!(!validation.valid && validation.invitation.is_none());
+    assert!(
+        !validation.existing_account,
+        "said of valid invitations only"
+    );
     assert_eq!(
         error_of(
             cx.anon()
@@ -1080,15 +1084,19 @@ async fn signup_invite_error_rules() {
         (401, "invalid_credentials".to_string()),
         "a password other than the account's"
     );
+    let validation = anon
+        .invitations_validate()
+        .token(existing_token.clone())
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
     assert!(
-        anon.invitations_validate()
-            .token(existing_token.clone())
-            .send()
-            .await
-            .unwrap()
-            .valid,
+        validation.valid,
         "a wrong password leaves the invitation pending"
     );
+    // The page learns that the address has an account (asks its password).
+    assert!(validation.existing_account);
     // Nothing was written by the failures.
     let n: i64 = db
         .query_one("SELECT count(*) FROM users", &[])

@@ -399,3 +399,73 @@ async fn a_suspended_members_token_is_refused_and_no_token_leaves_or_transfers()
     bot.kb_list().org_id(org).send().await.expect("reads again");
     cx.teardown().await;
 }
+
+/// Creating an organization is a write on the caller's own account: a
+/// token needs the `organization:write` scope for it, and a service
+/// account, which belongs to one organization, never creates another.
+#[tokio::test]
+async fn creating_an_organization_takes_the_write_scope_and_no_service_account() {
+    let cx = TestContext::new("pat_create_org").await;
+    let ada = cx.user("pat-org-maker").await;
+    let org = ada.personal_org().await;
+    let orgs_of = |client: &workspace_client::Client| {
+        let client = client.clone();
+        async move { client.org_list().send().await.unwrap().into_inner().len() }
+    };
+    let before = orgs_of(&ada.client).await;
+    for scopes in [
+        &["kb:read"][..],
+        &["*:read"],
+        &["organization:read", "kb:*"],
+    ] {
+        let token = cx.client_with_token(&create_token(&ada, scopes).await.token);
+        let (status, code) = error_of(token.org_create_org().name("Nope".to_string()).send().await);
+        assert_eq!(
+            (status, code.as_str()),
+            (403, "insufficient_scope"),
+            "{scopes:?}"
+        );
+    }
+    assert_eq!(orgs_of(&ada.client).await, before, "nothing was created");
+    for scopes in [&["organization:write"][..], &["*:write"]] {
+        let token = cx.client_with_token(&create_token(&ada, scopes).await.token);
+        let made = token
+            .org_create_org()
+            .name(format!("Made by {}", scopes[0]))
+            .send()
+            .await
+            .expect("a token with the write scope creates an organization");
+        assert_eq!(made.user_role.role_name, "owner");
+    }
+    assert_eq!(orgs_of(&ada.client).await, before + 2);
+
+    // A service account with every scope: refused, nothing created.
+    let admin = workspace_tests::fixtures::role_id(&cx.db().await, org, "admin").await;
+    let account = ada
+        .client
+        .org_service_accounts_create()
+        .org_id(org)
+        .body(
+            types::ServiceAccountCreate::builder()
+                .name("maker".to_string())
+                .role_id(admin)
+                .scopes(vec!["*:*".to_string()]),
+        )
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    let bot = cx.client_with_token(&account.token.token);
+    let (status, code) = error_of(
+        bot.org_create_org()
+            .name("Elsewhere".to_string())
+            .send()
+            .await,
+    );
+    assert_eq!(
+        (status, code.as_str()),
+        (403, "service_account_not_allowed")
+    );
+    assert_eq!(orgs_of(&bot).await, 1, "only its own organization");
+    cx.teardown().await;
+}

@@ -184,6 +184,24 @@ async fn the_invitation_link_answers_and_accepts() {
     let expected = format!("{}/invite/accept?token=", cx.base_url);
     assert!(link.starts_with(&expected), "{link} (expected {expected}…)");
 
+    // Carol already has an account: her invitation joins it.
+    let carol = cx.user("carol-web").await;
+    owner
+        .client
+        .invitations_create()
+        .org_id(org)
+        .body(create_body(&carol.email, member))
+        .send()
+        .await
+        .unwrap();
+    let mails = outbox(&db, &carol.email).await;
+    let body = &mails.last().expect("carol's invitation e-mail").1;
+    let start = body.find("http").expect("a link");
+    let existing_link: String = body[start..]
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .collect();
+
     let http = reqwest::Client::new();
     let page = http.get(&link).send().await.unwrap();
     assert_eq!(page.status(), 200);
@@ -208,6 +226,7 @@ async fn the_invitation_link_answers_and_accepts() {
         .current_dir(&web)
         .args(["--test", "--test-reporter=spec", "test/invite.test.mjs"])
         .env("INVITE_URL", &link)
+        .env("EXISTING_INVITE_URL", &existing_link)
         .env("CHROMIUM", chromium())
         .output()
         .await
@@ -215,7 +234,10 @@ async fn the_invitation_link_answers_and_accepts() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success(), "the browser test failed");
-    assert!(stdout.contains("pass 1"), "{stdout}");
+    assert!(stdout.contains("pass 2"), "{stdout}");
+    // Carol is a member now, under her own names.
+    let carol_orgs = carol.client.org_list().send().await.unwrap().into_inner();
+    assert!(carol_orgs.iter().any(|o| o.id == org), "{carol_orgs:?}");
 
     let login = cx
         .anon()

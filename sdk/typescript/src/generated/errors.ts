@@ -960,6 +960,7 @@ export interface OperationErrors {
   org_create_org: {
     400: "invalid_request" | "invalid_name";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "insufficient_scope" | "service_account_not_allowed";
     409: "org_name_taken";
     500: "internal_error";
     503: "database_unavailable" | "server_busy";

@@ -4,10 +4,10 @@
 //! all optional and whose unknown fields are ignored).
 //!
 //! Each chat is read on its own ([`Lenient`]): a chat with wrong types is
-//! reported, the others are read. Both passes parse the bounded bytes with
-//! serde_json, whose recursion limit (128 levels) refuses deeper nesting
-//! where values are kept; where they are skipped it walks without
-//! recursion.
+//! reported, the others are read. A file nested deeper than
+//! [`MAX_NESTING`] levels anywhere is refused first, by one scan without
+//! recursion (`invalid_import_file`); both passes then parse the bounded
+//! bytes with serde_json, whose recursion limit refuses the next level.
 
 use super::tree::{RawChat, RawMessage, RawNode, no_parent};
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
@@ -57,9 +57,26 @@ pub struct ParsedFile {
     pub entries: Vec<Entry>,
 }
 
+/// The deepest nesting of arrays and objects a file may have: below
+/// serde_json's recursion limit (it refuses the 128th level), which the
+/// second pass reaches wherever values are kept.
+pub const MAX_NESTING: usize = 127;
+
 /// Reads `bytes` as `requested` (`auto`: whatever it is).
 pub fn parse(bytes: &[u8], requested: ChatImportFormat) -> Result<ParsedFile, Error> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    // Refused for its nesting wherever it is, before any format is looked
+    // for: the same answer whether the deep part sits where a format is
+    // read or where it would only be skipped.
+    if nesting_exceeds(bytes, MAX_NESTING) {
+        return Err(Error::invalid(
+            "invalid_import_file",
+            format!(
+                "the file's JSON is nested {} levels deep or more (at most {MAX_NESTING})",
+                MAX_NESTING + 1
+            ),
+        ));
+    }
     let top: TopProbe = serde_json::from_slice(bytes).map_err(invalid_file)?;
     let (format, kinds, messages) = detect(&top)?;
     if let Some(wanted) = wanted_source(requested)
@@ -95,6 +112,39 @@ pub fn parse(bytes: &[u8], requested: ChatImportFormat) -> Result<ParsedFile, Er
         ChatImportSource::Librechat => read(bytes, &top, &kinds, format, librechat)?,
     };
     Ok(ParsedFile { format, entries })
+}
+
+/// Whether arrays and objects in `bytes` nest deeper than `max`: one pass
+/// over the bytes without recursion, skipping strings (with their
+/// escapes). Not a validator: malformed JSON is left to the parser.
+fn nesting_exceeds(bytes: &[u8], max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 fn wanted_source(requested: ChatImportFormat) -> Option<ChatImportSource> {
@@ -1256,12 +1306,32 @@ mod tests {
             code_of(parse(br#"[{"mapping":{}}]"#, ChatImportFormat::Claude)),
             "unrecognized_import_format"
         );
-        // Deep nesting: skipped without recursion where it is only looked
-        // at, refused by the recursion limit where it is read.
+        // Deep nesting is refused as such wherever it sits: at the top, in
+        // a part a format reads, in a part it would skip, for any format
+        // asked for; brackets inside strings do not count.
         let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-        assert_eq!(
-            code_of(parse(deep.as_bytes(), auto)),
-            "unrecognized_import_format"
+        assert_eq!(code_of(parse(deep.as_bytes(), auto)), "invalid_import_file");
+        for format in [auto, ChatImportFormat::Claude, ChatImportFormat::Workspace] {
+            let skipped = format!(
+                r#"[{{"mapping":{{}},"ignored":{}{}}}]"#,
+                "{\"a\":".repeat(200),
+                "}".repeat(200)
+            );
+            assert_eq!(
+                code_of(parse(skipped.as_bytes(), format)),
+                "invalid_import_file",
+                "{format:?}"
+            );
+        }
+        let at_the_limit = format!(
+            r#"[{{"mapping":{{}},"ignored":{}1{}, "t": "{}"}}]"#,
+            "[".repeat(MAX_NESTING - 2),
+            "]".repeat(MAX_NESTING - 2),
+            "[".repeat(1_000)
+        );
+        assert_ne!(
+            code_of(parse(at_the_limit.as_bytes(), auto)),
+            "invalid_import_file"
         );
         let deep_title = format!(
             r#"[{{"mapping":{{}},"title":{}{}}}]"#,

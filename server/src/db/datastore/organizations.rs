@@ -330,8 +330,20 @@ impl Datastore {
     ) -> Result<OrgRow, Error> {
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await?;
-        tx.query_one("SELECT 1 FROM users WHERE id = $1 FOR UPDATE", &[&owner_id])
+        let owner = tx
+            .query_one(
+                "SELECT service_account_of FROM users WHERE id = $1 FOR UPDATE",
+                &[&owner_id],
+            )
             .await?;
+        if owner.get::<_, Option<Uuid>>("service_account_of").is_some() {
+            return Err(Error::Forbidden {
+                code: "service_account_not_allowed",
+                message: "a service account belongs to its one organization and cannot create \
+                          others"
+                    .to_string(),
+            });
+        }
         let taken = tx
             .query_opt(
                 "SELECT 1 FROM memberships m JOIN organizations o ON o.id = m.organization_id \
