@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# The README's admin story: an organization administered with a service
-# account's token only (WORKSPACE_TOKEN=wsp_…, ORG its organization): no
-# password anywhere. The test suite runs it against a real server
-# (cli/tests/cli.rs) and checks that the README's block is this script's.
+# The README's admin story: an owner or admin of ORG logs in once and makes
+# a service account; everything after runs with that account's token only
+# (WORKSPACE_TOKEN=wsp_…, no password). The test suite runs it against a
+# real server (cli/tests/cli.rs) and checks that the README's block is this
+# script's. Needs ADMIN_EMAIL, WORKSPACE_PASSWORD (or a prompt), ORG, jq.
 set -euo pipefail
-: "${WORKSPACE_TOKEN:?the service account's token}"
-: "${ORG:?the service account's organization}"
+: "${ADMIN_EMAIL:?an owner or admin of the organization}"
+: "${ORG:?the organization}"
 
 # admin: begin
+workspace auth login --email "$ADMIN_EMAIL"
+WORKSPACE_TOKEN=$(workspace org service-accounts-create --org-id "$ORG" --name admin-bot --role admin \
+    --scope 'users:*' --scope roles:read --scope 'kb:*' --scope chats:write | jq -r .token.token)
+export WORKSPACE_TOKEN
 workspace me
 workspace users list --org-id "$ORG" --format table
 workspace roles list --org-id "$ORG" --format table

@@ -1,5 +1,5 @@
-//! Hand-written `chat` commands: `send`, `edit`, `regenerate` and `resume`
-//! (streams), `rename`, `archive`, `pin` and `unpin` (shortcuts of
+//! Hand-written `chat` commands: `send`, `edit`, `regenerate`, `resume`
+//! and `prompt` (streams), `rename`, `archive`, `pin` and `unpin` (shortcuts of
 //! `update`), `search QUERY` (a readable table), `transcribe FILE`
 //! (multipart), `watch` (the WebSocket) and `share` (prints a new share
 //! link). The other `chat` commands are generated (`shares`,
@@ -158,6 +158,14 @@ pub(crate) fn commands() -> Vec<Command> {
                  http:// servers only",
             )
             .arg(org_arg()),
+        Command::new("prompt")
+            .about("Suggest three prompts from a text (streamed, one per line; nothing is stored)")
+            .arg(org_arg())
+            .arg(uuid_arg("model-id").help("The model that suggests (default: the chat default)"))
+            .arg(
+                Arg::new("text")
+                    .help("The text to suggest from (default: standard input, less one trailing newline)"),
+            ),
     ]
 }
 
@@ -190,6 +198,17 @@ pub(crate) async fn run(client: &Client, name: &str, m: &ArgMatches) -> Result<(
                 "regenerate"
             };
             post_stream(client, org, path, &body).await
+        }
+        "prompt" => {
+            let text = match m.get_one::<String>("text") {
+                Some(text) => text.clone(),
+                None => crate::read_stdin_message()?,
+            };
+            let mut body = serde_json::json!({ "text": text });
+            if let Some(model) = m.get_one::<Uuid>("model-id") {
+                body["model_id"] = model.to_string().into();
+            }
+            post_stream(client, org, "prompt", &body).await
         }
         "resume" => {
             let message = *m.get_one::<Uuid>("message-id").context("--message-id")?;
@@ -446,6 +465,11 @@ async fn print_stream(response: reqwest::Response) -> Result<()> {
 pub async fn print_answer(mut events: workspace_client::sse::SseReader, cut: &str) -> Result<()> {
     let mut stdout = std::io::stdout();
     let mut sources = Vec::new();
+    // A title that arrives while the answer's line is open on stdout waits
+    // for its end: on a terminal both streams share the screen, and
+    // `title: …` would be glued to the answer's last words.
+    let mut mid_line = false;
+    let mut title = None;
     while let Some(event) = events.next().await {
         let event: serde_json::Value = event.context("reading the stream")?.json()?;
         match event["type"].as_str() {
@@ -455,20 +479,37 @@ pub async fn print_answer(mut events: workspace_client::sse::SseReader, cut: &st
                 event["message_id"].as_str().unwrap_or("")
             ),
             Some("content") => {
-                print!("{}", event["content"].as_str().unwrap_or(""));
+                let text = event["content"].as_str().unwrap_or("");
+                print!("{text}");
                 stdout.flush()?;
+                if !text.is_empty() {
+                    mid_line = !text.ends_with('\n');
+                }
             }
             Some("sources") => {
                 sources = event["sources"].as_array().cloned().unwrap_or_default();
             }
-            Some("title") => eprintln!("title: {}", event["title"].as_str().unwrap_or("")),
+            Some("title") => {
+                let line = format!("title: {}", event["title"].as_str().unwrap_or(""));
+                if mid_line {
+                    title = Some(line);
+                } else {
+                    eprintln!("{line}");
+                }
+            }
             Some("end") => {
                 println!();
+                if let Some(line) = title.take() {
+                    eprintln!("{line}");
+                }
                 eprint!("{}", render_sources(&sources));
                 return Ok(());
             }
             Some("error") => {
                 println!();
+                if let Some(line) = title.take() {
+                    eprintln!("{line}");
+                }
                 eprintln!(
                     "error: {}: {}",
                     event["error_code"].as_str().unwrap_or("error"),

@@ -115,7 +115,10 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgScimPut => Self::cli_org_scim_put(),
             CliCommand::OrgScimDelete => Self::cli_org_scim_delete(),
             CliCommand::OrgScimToken => Self::cli_org_scim_token(),
+            CliCommand::OrgServiceAccountsCreate => Self::cli_org_service_accounts_create(),
+            CliCommand::OrgServiceAccountsDelete => Self::cli_org_service_accounts_delete(),
             CliCommand::OrgServiceAccountsList => Self::cli_org_service_accounts_list(),
+            CliCommand::OrgServiceAccountsRotate => Self::cli_org_service_accounts_rotate(),
             CliCommand::OrgSsoGet => Self::cli_org_sso_get(),
             CliCommand::OrgSsoPut => Self::cli_org_sso_put(),
             CliCommand::OrgSsoDelete => Self::cli_org_sso_delete(),
@@ -2313,7 +2316,7 @@ impl<T: CliConfig> Cli<T> {
                     ),
             )
             .about(
-                "Check an invitation token.\n\nPublic (no `Authorization` header). Always `200`: for the token of a `pending`, unexpired invitation `valid` is true and `invitation` holds only `id`, `email`, `organization`, `role`, `invited_by`, `created_at` and `expires_at` (no message, no token). Unknown, malformed, accepted, revoked and expired tokens all answer `{\"valid\": false, \"invitation\": null}`, without saying which.",
+                "Check an invitation token.\n\nPublic (no `Authorization` header). Always `200`: for the token of a `pending`, unexpired invitation `valid` is true and `invitation` holds only `id`, `email`, `organization`, `role`, `invited_by`, `created_at` and `expires_at` (no message, no token). Unknown, malformed, accepted, revoked and expired tokens all answer `{\"valid\": false, \"invitation\": null}`, without saying which. `existing_account` (an addition) says whether accepting joins an account the invited address already has (its password, no names).",
             )
     }
     pub fn cli_kb_add_source() -> ::clap::Command {
@@ -3063,7 +3066,7 @@ impl<T: CliConfig> Cli<T> {
                     ),
             )
             .about(
-                "Create an organization.\n\nAny authenticated user. In one transaction: the organization (with a unique slug derived from the name), its four system roles (owner 100, admin 80, member 20, guest 10) and the caller's `active` owner membership. The name is trimmed and must be 1 to 100 characters (`400 invalid_name`). Organizations are isolated, but a caller may not belong to two organizations with the same name (compared case-insensitively): `409 org_name_taken`. Answers `201` with the organization and `user_role` owner.",
+                "Create an organization.\n\nAny authenticated person: a login, or a personal access token with the `organization:write` scope (`*:write` covers it; any other token is `403 insufficient_scope`). A service account's token is `403 service_account_not_allowed` whatever its scopes: a service account belongs to its one organization. In one transaction: the organization (with a unique slug derived from the name), its four system roles (owner 100, admin 80, member 20, guest 10) and the caller's `active` owner membership. The name is trimmed and must be 1 to 100 characters (`400 invalid_name`). Organizations are isolated, but a caller may not belong to two organizations with the same name (compared case-insensitively): `409 org_name_taken`. Answers `201` with the organization and `user_role` owner.",
             )
     }
     pub fn cli_org_delete() -> ::clap::Command {
@@ -3397,6 +3400,76 @@ impl<T: CliConfig> Cli<T> {
                 "Issue the organization's SCIM token.\n\nAn addition to the spec, for the organization's admins (level 80 and `organization:admin`); turns provisioning on (role mappings empty, default role `member`) when it was off. The token (`wscim_…`, 256 random bits) is answered once and stored only as its SHA-256; the previous token stops working at once. Audited as `scim.token_issued`.",
             )
     }
+    pub fn cli_org_service_accounts_create() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("expires-in-days")
+                    .long("expires-in-days")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Days until that token expires (1 to 366, default 90)."),
+            )
+            .arg(
+                ::clap::Arg::new("name")
+                    .long("name")
+                    .value_parser(::clap::value_parser!(types::ServiceAccountCreateName))
+                    .required_unless_present("json-body")
+                    .help("What the account is for (`ci-deploy`); 1 to 100 characters."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("role-id")
+                    .long("role-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required_unless_present("json-body")
+                    .help(
+                        "The account's role in the organization: any role but the owner role, at most the caller's own level.",
+                    ),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(true)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Create a service account with its first token.\n\nAn addition to the spec: a principal for automation (CI, a provisioning script) that belongs to this organization only, holds `role_id` there like a member (any role but the owner role, at most the caller's level: `403 owner_role_not_assignable`, `role_level_too_high`; `400 invalid_role`) and acts through personal access tokens (`wsp_…`, as `POST /api/auth/tokens/create` makes them): at every request the token's scopes are intersected with what the account's role grants now. It cannot log in, make tokens, change roles or act in another organization. It is listed by `users/list` like a member and can be suspended, reactivated or removed there; it goes with its organization.\n\n`users:write`, with a login (`403 token_not_allowed` for a token). At most 100 per organization (`409 too_many_service_accounts`); scopes as for personal access tokens (`400 invalid_scope`).",
+            )
+    }
+    pub fn cli_org_service_accounts_delete() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("service-account-id")
+                    .long("service-account-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The service account (its user id, as `users/list` shows it)."),
+            )
+            .about(
+                "Delete a service account.\n\nAn addition to the spec: the account, its membership and its tokens go at once (its tokens are refused from the next request on); what it created stays with the organization. `users:write` with a login, on an account whose role is at most the caller's level (`403 role_level_too_high`); another organization's or an unknown account is `404 not_found`.",
+            )
+    }
     pub fn cli_org_service_accounts_list() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -3408,6 +3481,47 @@ impl<T: CliConfig> Cli<T> {
             )
             .about(
                 "List the organization's service accounts.\n\nAn addition to the spec: every service account of the organization (active and suspended), oldest first, with its role and live tokens (never their secrets). `users:read`.",
+            )
+    }
+    pub fn cli_org_service_accounts_rotate() -> ::clap::Command {
+        ::clap::Command::new("")
+            .arg(
+                ::clap::Arg::new("expires-in-days")
+                    .long("expires-in-days")
+                    .value_parser(::clap::value_parser!(::std::num::NonZeroU32))
+                    .required(false)
+                    .help("Days until the new token expires (1 to 366, default 90)."),
+            )
+            .arg(
+                ::clap::Arg::new("org-id")
+                    .long("org-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The organization."),
+            )
+            .arg(
+                ::clap::Arg::new("service-account-id")
+                    .long("service-account-id")
+                    .value_parser(::clap::value_parser!(::uuid::Uuid))
+                    .required(true)
+                    .help("The service account (its user id, as `users/list` shows it)."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body")
+                    .long("json-body")
+                    .value_name("JSON-FILE")
+                    .required(false)
+                    .value_parser(::clap::value_parser!(std::path::PathBuf))
+                    .help("Path to a file that contains the full json body."),
+            )
+            .arg(
+                ::clap::Arg::new("json-body-template")
+                    .long("json-body-template")
+                    .action(::clap::ArgAction::SetTrue)
+                    .help("XXX"),
+            )
+            .about(
+                "Give a service account a new token and revoke its others.\n\nAn addition to the spec: in one transaction a new token is made (with the given scopes, else those of the account's newest live token) and every other token of the account is revoked: every instance refuses them from the next request on. `users:write` with a login, on an account whose role is at most the caller's level (`403 role_level_too_high`); another organization's or an unknown account is `404 not_found`.",
             )
     }
     pub fn cli_org_sso_get() -> ::clap::Command {
@@ -4948,8 +5062,17 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::OrgScimPut => self.execute_org_scim_put(matches).await,
             CliCommand::OrgScimDelete => self.execute_org_scim_delete(matches).await,
             CliCommand::OrgScimToken => self.execute_org_scim_token(matches).await,
+            CliCommand::OrgServiceAccountsCreate => {
+                self.execute_org_service_accounts_create(matches).await
+            }
+            CliCommand::OrgServiceAccountsDelete => {
+                self.execute_org_service_accounts_delete(matches).await
+            }
             CliCommand::OrgServiceAccountsList => {
                 self.execute_org_service_accounts_list(matches).await
+            }
+            CliCommand::OrgServiceAccountsRotate => {
+                self.execute_org_service_accounts_rotate(matches).await
             }
             CliCommand::OrgSsoGet => self.execute_org_sso_get(matches).await,
             CliCommand::OrgSsoPut => self.execute_org_sso_put(matches).await,
@@ -7860,6 +7983,69 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_org_service_accounts_create(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_service_accounts_create();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("expires-in-days") {
+            request = request.body_map(|body| body.expires_in_days(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<types::ServiceAccountCreateName>("name") {
+            request = request.body_map(|body| body.name(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("role-id") {
+            request = request.body_map(|body| body.role_id(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ServiceAccountCreate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_org_service_accounts_create(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_service_accounts_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_service_accounts_delete();
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("service-account-id") {
+            request = request.service_account_id(value.clone());
+        }
+        self.config
+            .execute_org_service_accounts_delete(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_org_service_accounts_list(
         &self,
         matches: &::clap::ArgMatches,
@@ -7870,6 +8056,41 @@ impl<T: CliConfig> Cli<T> {
         }
         self.config
             .execute_org_service_accounts_list(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
+    pub async fn execute_org_service_accounts_rotate(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.org_service_accounts_rotate();
+        if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("expires-in-days") {
+            request = request.body_map(|body| body.expires_in_days(value.clone()));
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("org-id") {
+            request = request.org_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("service-account-id") {
+            request = request.service_account_id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = std::fs::read_to_string(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ServiceAccountRotate>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
+        self.config
+            .execute_org_service_accounts_rotate(matches, &mut request)?;
         let result = request.send().await;
         match result {
             Ok(r) => {
@@ -9838,10 +10059,31 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_org_service_accounts_create(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgServiceAccountsCreate,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_service_accounts_delete(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgServiceAccountsDelete,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_org_service_accounts_list(
         &self,
         matches: &::clap::ArgMatches,
         request: &mut builder::OrgServiceAccountsList,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    fn execute_org_service_accounts_rotate(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::OrgServiceAccountsRotate,
     ) -> anyhow::Result<()> {
         Ok(())
     }
@@ -10258,7 +10500,10 @@ pub enum CliCommand {
     OrgScimPut,
     OrgScimDelete,
     OrgScimToken,
+    OrgServiceAccountsCreate,
+    OrgServiceAccountsDelete,
     OrgServiceAccountsList,
+    OrgServiceAccountsRotate,
     OrgSsoGet,
     OrgSsoPut,
     OrgSsoDelete,
@@ -10409,7 +10654,10 @@ impl CliCommand {
             CliCommand::OrgScimPut,
             CliCommand::OrgScimDelete,
             CliCommand::OrgScimToken,
+            CliCommand::OrgServiceAccountsCreate,
+            CliCommand::OrgServiceAccountsDelete,
             CliCommand::OrgServiceAccountsList,
+            CliCommand::OrgServiceAccountsRotate,
             CliCommand::OrgSsoGet,
             CliCommand::OrgSsoPut,
             CliCommand::OrgSsoDelete,
@@ -10561,7 +10809,10 @@ impl CliCommand {
             CliCommand::OrgScimPut => "org_scim_put",
             CliCommand::OrgScimDelete => "org_scim_delete",
             CliCommand::OrgScimToken => "org_scim_token",
+            CliCommand::OrgServiceAccountsCreate => "org_service_accounts_create",
+            CliCommand::OrgServiceAccountsDelete => "org_service_accounts_delete",
             CliCommand::OrgServiceAccountsList => "org_service_accounts_list",
+            CliCommand::OrgServiceAccountsRotate => "org_service_accounts_rotate",
             CliCommand::OrgSsoGet => "org_sso_get",
             CliCommand::OrgSsoPut => "org_sso_put",
             CliCommand::OrgSsoDelete => "org_sso_delete",

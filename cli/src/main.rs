@@ -32,6 +32,7 @@ mod chat;
 mod chat_transfer;
 mod config;
 mod feedback;
+mod files;
 #[allow(clippy::all, unused_imports, dead_code, unused_variables, unused_mut)]
 mod generated_cli;
 mod invoke;
@@ -137,21 +138,7 @@ fn root_command() -> Command {
 }
 
 async fn run() -> Result<()> {
-    let mut root = root_command();
-    root = tree::add_generated_commands(root);
-    root = tree::add_auth_commands(root);
-    root = tree::add_conversation_commands(root);
-    root = tree::add_upload_command(root);
-    root = tree::add_invoke_command(root);
-    root = tree::add_chat_commands(root);
-    root = tree::add_chat_transfer_commands(root);
-    root = tree::add_kb_commands(root);
-    root = tree::add_mcp_commands(root);
-    root = tree::add_account_commands(root);
-    root = tree::add_feedback_commands(root);
-    root = tree::add_audit_commands(root);
-    root = tree::add_usage_commands(root);
-    root = tree::polish(root);
+    let mut root = tree::full_tree();
     let matches = root.clone().get_matches();
     if let Some(("completions", m)) = matches.subcommand() {
         let shell = *m
@@ -223,6 +210,12 @@ async fn run() -> Result<()> {
     if path == ["conversation", "chat"] {
         return conversation_chat(&client, leaf).await;
     }
+    if path == ["conversation", "resume"] {
+        return conversation_resume(&client, leaf).await;
+    }
+    if path == ["files", "download"] {
+        return files::download(&client, leaf).await;
+    }
     if path.len() == 2 && path[0] == "chat" && tree::CHAT_HAND_WRITTEN.contains(&path[1].as_str()) {
         return chat::run(&client, &path[1], leaf).await;
     }
@@ -271,6 +264,9 @@ async fn run() -> Result<()> {
     }
     if path == ["deployments", "invoke"] {
         return invoke::run(&creds.url, leaf).await;
+    }
+    if path == ["deployments", "models"] {
+        return invoke::models(&creds.url, leaf).await;
     }
     let Some(cmd) = tree::command_for(&path) else {
         bail!("unknown command: {}", path.join(" "));
@@ -356,21 +352,87 @@ pub(crate) fn usage_error(message: &str) -> ! {
 
 /// `auth signup-invite`: the generated command, whose answer's
 /// `access_token` and `refresh_token` are then stored in the profile as
-/// `login` does (and not printed).
+/// `login` does (and not printed). The invitation is looked at first
+/// (`invitations validate`): an address that already has an account joins
+/// the organization with that account's password, so the names may be
+/// left out (the server ignores them then), and the command says that the
+/// account joined rather than that one was made.
 async fn signup_invite(profile: &str, url: &str, path: &[String], m: &ArgMatches) -> Result<()> {
     let cmd = tree::command_for(path).context("auth signup-invite")?;
-    let capture = output::CaptureOutput::default();
     let client = Client::anonymous(url)?;
-    let result = generated_cli::Cli::new(client, capture.clone())
-        .execute(cmd, m)
-        .await;
+    let token = m
+        .get_one::<workspace_client::types::SignupInviteRequestInviteToken>("invite-token")
+        .map(|t| t.to_string());
+    let look = match &token {
+        Some(token) => client
+            .invitations_validate()
+            .token(token.clone())
+            .send()
+            .await
+            .ok()
+            .map(|v| v.into_inner()),
+        None => None,
+    };
+    let existing = look.as_ref().is_some_and(|v| v.valid && v.existing_account);
+    let given = |id: &str| m.value_source(id).is_some();
+    let named = given("json-body") || (given("first-name") && given("last-name"));
+    let capture = output::CaptureOutput::default();
+    let result = if named {
+        generated_cli::Cli::new(client, capture.clone())
+            .execute(cmd, m)
+            .await
+    } else if existing {
+        use workspace_client::types::{SignupInviteRequest, SignupInviteRequestPassword};
+        let password = m
+            .get_one::<SignupInviteRequestPassword>("password")
+            .context("--password")?;
+        let body = SignupInviteRequest::builder()
+            // Ignored for an existing account; the body requires names.
+            .first_name("-".to_string())
+            .last_name("-".to_string())
+            .password(password.to_string())
+            .invite_token(token.clone().unwrap_or_default());
+        match client.auth_signup_invite().body(body).send().await {
+            Ok(r) => {
+                use generated_cli::CliConfig;
+                capture.success_item(&r);
+                Ok(())
+            }
+            Err(e) => {
+                output::report_error(&e);
+                Err(anyhow::Error::new(e))
+            }
+        }
+    } else {
+        usage_error(
+            "--first-name and --last-name are needed to make a new account \
+             (an address that already has an account joins with its password alone)",
+        );
+    };
     if result.is_err() {
         return Err(anyhow::Error::new(output::Reported));
     }
     let Some(mut account) = capture.take() else {
         return Ok(());
     };
-    session::store_signup_tokens(profile, url, &mut account)?;
+    let done = match (&look, existing) {
+        (Some(v), true) => format!(
+            "your account joined {}",
+            v.invitation
+                .as_ref()
+                .map(|i| i.organization.name.as_str())
+                .unwrap_or("the organization")
+        ),
+        (Some(v), false) => format!(
+            "signed up and joined {}",
+            v.invitation
+                .as_ref()
+                .map(|i| i.organization.name.as_str())
+                .unwrap_or("the organization")
+        ),
+        (None, _) => "signed up".to_string(),
+    };
+    session::store_signup_tokens(profile, url, &mut account, &done)?;
     println!("{}", serde_json::to_string_pretty(&account)?);
     Ok(())
 }
@@ -438,6 +500,60 @@ pub(crate) fn conversation_chat_command() -> Command {
                 .long("message")
                 .help("The message (default: standard input, less one trailing newline)"),
         )
+}
+
+/// `workspace conversation resume`: an answer's stream again, after the
+/// event a client saw last (`Last-Event-ID`), wherever it is generated.
+pub(crate) fn conversation_resume_command() -> Command {
+    Command::new("resume")
+        .about("Resume a conversation answer's stream after the given event number")
+        .arg(
+            Arg::new("org-id")
+                .long("org-id")
+                .required(true)
+                .value_parser(clap::value_parser!(uuid::Uuid))
+                .help("The organization"),
+        )
+        .arg(
+            Arg::new("message-id")
+                .long("message-id")
+                .required(true)
+                .value_parser(clap::value_parser!(uuid::Uuid))
+                .help("The answer (the `message_id` of its `start` event)"),
+        )
+        .arg(
+            Arg::new("last-event-id")
+                .long("last-event-id")
+                .value_parser(clap::value_parser!(u32))
+                .help("The number of the last event already seen (default: from the start)"),
+        )
+}
+
+async fn conversation_resume(client: &Client, m: &ArgMatches) -> Result<()> {
+    use workspace_client::ClientInfo;
+    let org = *m.get_one::<uuid::Uuid>("org-id").context("--org-id")?;
+    let message = *m
+        .get_one::<uuid::Uuid>("message-id")
+        .context("--message-id")?;
+    let mut request = client
+        .client()
+        .get(format!("{}/api/conversation/stream", client.baseurl()))
+        .query(&[
+            ("org_id", org.to_string()),
+            ("message_id", message.to_string()),
+        ]);
+    if let Some(id) = m.get_one::<u32>("last-event-id") {
+        request = request.header("Last-Event-ID", id.to_string());
+    }
+    let response = request.send().await.context("connecting")?;
+    if !response.status().is_success() {
+        bail!("{}: {}", response.status(), response.text().await?);
+    }
+    chat::print_answer(
+        workspace_client::sse::SseReader::from_response(response),
+        "the stream ended before the answer was complete (resume it again)",
+    )
+    .await
 }
 
 /// Streams the answer's text to stdout as it arrives. A stream that ends

@@ -1,5 +1,7 @@
-//! `workspace mcp connect SERVER_ID`: hand-written beside the generated
-//! `mcp` commands. It starts the connection (`connect_account`), prints the
+//! `workspace mcp connect SERVER_ID` and `workspace mcp playground
+//! MESSAGE`: hand-written beside the generated `mcp` commands. `playground`
+//! prints the reply's text on stdout as it streams, and each tool call and
+//! server recommendation as a JSON line on stderr. `connect` It starts the connection (`connect_account`), prints the
 //! authorization URL for the user to open in a browser, then waits for the
 //! OAuth callback by polling the caller's instances until the session's
 //! instance appears.
@@ -18,7 +20,7 @@ use workspace_client::Client;
 use workspace_client::types::ConnectAccount;
 
 /// The hand-written `mcp` subcommands.
-pub const HAND_WRITTEN: &[&str] = &["connect"];
+pub const HAND_WRITTEN: &[&str] = &["connect", "playground"];
 
 /// The exit code of a command that stopped waiting at `--timeout`.
 pub const EXIT_TIMEOUT: i32 = 3;
@@ -75,12 +77,109 @@ pub fn commands() -> Vec<Command> {
                     .value_name("SECONDS")
                     .help("Seconds between two looks at the instances"),
             ),
+        playground_command(),
     ]
+}
+
+/// `workspace mcp playground`.
+fn playground_command() -> Command {
+    Command::new("playground")
+        .about("Chat with MCP tools: print the streamed reply; tool calls go to stderr as JSON lines")
+        .arg(
+            Arg::new("org-id")
+                .long("org-id")
+                .value_parser(clap::value_parser!(uuid::Uuid))
+                .help("The organization (default: your personal one)"),
+        )
+        .arg(
+            Arg::new("instance")
+                .long("instance")
+                .action(clap::ArgAction::Append)
+                .value_parser(clap::value_parser!(uuid::Uuid))
+                .help("An MCP instance of yours whose tools the model may call (repeatable; none: the service picks servers)"),
+        )
+        .arg(
+            Arg::new("model")
+                .long("model")
+                .help("The model's name (default: the service's playground model)"),
+        )
+        .arg(
+            Arg::new("message")
+                .help("The message (default: standard input, less one trailing newline)"),
+        )
+}
+
+async fn playground(client: &Client, m: &ArgMatches) -> Result<()> {
+    use std::io::Write;
+    use workspace_client::ClientInfo;
+    let content = match m.get_one::<String>("message") {
+        Some(text) => text.clone(),
+        None => crate::read_stdin_message()?,
+    };
+    let mut body = serde_json::json!({ "content": content });
+    let instances: Vec<String> = m
+        .get_many::<uuid::Uuid>("instance")
+        .into_iter()
+        .flatten()
+        .map(|id| id.to_string())
+        .collect();
+    if !instances.is_empty() {
+        body["mcp_instance_ids"] = instances.into();
+    }
+    if let Some(model) = m.get_one::<String>("model") {
+        body["model"] = model.clone().into();
+    }
+    let mut request = client
+        .client()
+        .post(format!("{}/api/mcp_playground/chat", client.baseurl()))
+        .json(&body);
+    if let Some(org) = m.get_one::<uuid::Uuid>("org-id") {
+        request = request.query(&[("org_id", org.to_string())]);
+    }
+    let response = request.send().await.context("connecting")?;
+    if !response.status().is_success() {
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        output::report_api_error(
+            status.as_u16(),
+            body["error_code"].as_str().unwrap_or("error"),
+            body["message"].as_str().unwrap_or(""),
+        );
+        return Err(reported());
+    }
+    let mut events = workspace_client::sse::SseReader::from_response(response);
+    let mut stdout = std::io::stdout();
+    while let Some(event) = events.next().await {
+        let item: serde_json::Value = event.context("reading the stream")?.json()?;
+        if let Some(error) = item["error"].as_str() {
+            println!();
+            eprintln!("error: {error}");
+            return Err(reported());
+        }
+        let tool = item.get("tool").is_some_and(|t| !t.is_null());
+        if tool || item.get("mcp").is_some() {
+            eprintln!("{item}");
+        }
+        match item["message"].as_str() {
+            Some("DONE") => {
+                println!();
+                return Ok(());
+            }
+            Some(text) => {
+                print!("{text}");
+                stdout.flush()?;
+            }
+            None => {}
+        }
+    }
+    println!();
+    bail!("the stream ended before the reply was complete")
 }
 
 pub async fn run(client: &Client, name: &str, m: &ArgMatches) -> Result<()> {
     match name {
         "connect" => connect(client, m).await,
+        "playground" => playground(client, m).await,
         other => bail!("unknown mcp command {other}"),
     }
 }

@@ -1,8 +1,10 @@
 //! `--role NAME|ID` on the commands that give a role (`invitations create`,
-//! `users invite`): one flag name for both (the generated ones are
-//! `--role-id` and `--role`; `--role-id` stays as an alias), and a role's
-//! name (`member`) as well as its id. A name is looked up in the
-//! organization's roles (`roles list-roles`) before the request is sent.
+//! `users invite`, `org service-accounts-create`): one flag name for all
+//! (the generated ones are `--role-id` and `--role`; `--role-id` stays as
+//! an alias), and a role's name (`member`) as well as its id. A name is
+//! looked up in the organization's roles (`roles list-roles`) before the
+//! request is sent. `org service-accounts-create` also takes its scopes as
+//! repeated `--scope` flags, so it needs no JSON file.
 
 use crate::generated_cli::{CliCommand, CliConfig};
 use anyhow::{Context, Result, bail};
@@ -15,6 +17,7 @@ fn role_arg(cmd: CliCommand) -> Option<&'static str> {
     match cmd {
         CliCommand::InvitationsCreate => Some("role-id"),
         CliCommand::UsersInvite => Some("role"),
+        CliCommand::OrgServiceAccountsCreate => Some("role-id"),
         _ => None,
     }
 }
@@ -27,12 +30,26 @@ pub fn widen(cmd: CliCommand, leaf: Command) -> Command {
     let Some(id) = role_arg(cmd) else {
         return leaf;
     };
-    leaf.mut_arg(id, |a| {
+    let leaf = leaf.mut_arg(id, |a| {
         a.long("role")
             .alias("role-id")
             .value_name("ROLE")
             .value_parser(clap::builder::NonEmptyStringValueParser::new())
             .help(HELP)
+    });
+    if !matches!(cmd, CliCommand::OrgServiceAccountsCreate) {
+        return leaf;
+    }
+    leaf.arg(
+        clap::Arg::new("scope")
+            .long("scope")
+            .action(clap::ArgAction::Append)
+            .value_name("SCOPE")
+            .value_parser(clap::builder::NonEmptyStringValueParser::new())
+            .help("A scope of its first token: a permission name or wildcard (`kb:*`); repeatable"),
+    )
+    .mut_arg("json-body", |a| {
+        a.required(false).required_unless_present("scope")
     })
 }
 
@@ -141,6 +158,37 @@ pub async fn run<C: CliConfig>(
             }
             if let Some(v) = role {
                 request = request.body_map(|b| b.role(v));
+            }
+            finish(config, request.send().await)
+        }
+        CliCommand::OrgServiceAccountsCreate => {
+            let mut request = client.org_service_accounts_create().org_id(org);
+            if let Some(body) = json_body::<types::ServiceAccountCreate>(m)? {
+                request = request.body(body);
+            }
+            if let Some(v) = m
+                .get_one::<types::ServiceAccountCreateName>("name")
+                .cloned()
+            {
+                request = request.body_map(|b| b.name(v));
+            }
+            if let Some(v) = m
+                .get_one::<std::num::NonZeroU32>("expires-in-days")
+                .copied()
+            {
+                request = request.body_map(|b| b.expires_in_days(v));
+            }
+            if let Some(v) = role {
+                request = request.body_map(|b| b.role_id(v));
+            }
+            let scopes: Vec<String> = m
+                .get_many::<String>("scope")
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect();
+            if !scopes.is_empty() {
+                request = request.body_map(|b| b.scopes(scopes));
             }
             finish(config, request.send().await)
         }

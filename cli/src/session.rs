@@ -447,6 +447,7 @@ pub fn store_signup_tokens(
     profile: &str,
     url: &str,
     account: &mut serde_json::Value,
+    done: &str,
 ) -> Result<()> {
     let Some(object) = account.as_object_mut() else {
         return Ok(());
@@ -462,7 +463,7 @@ pub fn store_signup_tokens(
         store.set(profile, url, access, refresh);
         let file = store.save()?;
         eprintln!(
-            "signed up; tokens saved to profile {profile:?} in {}",
+            "{done}; tokens saved to profile {profile:?} in {}",
             file.display()
         );
     }

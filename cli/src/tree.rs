@@ -137,7 +137,78 @@ const GROUPS: &[(&str, &str)] = &[
         "webhooks",
         "Webhook endpoints, their secrets and delivery log (admins)",
     ),
+    (
+        "sso",
+        "Single sign-on with OpenID Connect: an organization's provider (admins) and sign-ins",
+    ),
+    (
+        "scim",
+        "SCIM 2.0 provisioning: turn it on, map groups to roles, issue the provider's token (admins)",
+    ),
+    (
+        "files",
+        "Uploaded files: download one through its signed link",
+    ),
 ];
+
+/// The operations of the document that have no generated command, and the
+/// hand-written command that calls each (streams, uploads, exports, the
+/// stored credentials, a deployment's key). Checked against the document
+/// and the tree by `every_operation_of_the_document_is_reachable_from_the_cli`.
+#[cfg(test)]
+pub const HAND_WRITTEN_COMMANDS: &[(&str, &[&str])] = &[
+    ("auth_login", &["auth", "login"]),
+    ("auth_logout", &["auth", "logout"]),
+    ("auth_refresh", &["auth", "refresh"]),
+    ("org_delete", &["org", "delete"]),
+    ("users_delete_me", &["account", "delete"]),
+    ("users_export", &["account", "export"]),
+    ("chat_share_create", &["chat", "share"]),
+    ("org_usage_report", &["usage", "report"]),
+    // `usage report --format csv`.
+    ("org_usage_export", &["usage", "report"]),
+    ("conversation_stream_chat", &["conversation", "chat"]),
+    ("conversation_stream", &["conversation", "resume"]),
+    ("files_download", &["files", "download"]),
+    ("chat_send_message", &["chat", "send"]),
+    ("chat_edit_message", &["chat", "edit"]),
+    ("chat_regenerate", &["chat", "regenerate"]),
+    ("chat_stream", &["chat", "resume"]),
+    ("chat_prompt", &["chat", "prompt"]),
+    ("chat_transcribe", &["chat", "transcribe"]),
+    ("chat_ws", &["chat", "watch"]),
+    ("chat_upload_file", &["chat", "upload"]),
+    ("chat_export", &["chat", "export"]),
+    // `chat export --all`.
+    ("chat_export_all", &["chat", "export"]),
+    ("chat_import", &["chat", "import"]),
+    ("kb_query", &["kb", "query"]),
+    ("org_feedback_export", &["feedback", "export"]),
+    ("audit_export", &["audit", "export"]),
+    ("deployments_chat_completions", &["deployments", "invoke"]),
+    ("deployments_models", &["deployments", "models"]),
+    ("mcp_playground_chat", &["mcp", "playground"]),
+];
+
+/// Why an operation of the document has no CLI command at all, or `None`
+/// when it has one. The only exceptions: protocols whose clients are other
+/// programs, and what browsers call by themselves.
+#[cfg(test)]
+pub fn not_in_cli(operation_id: &str) -> Option<&'static str> {
+    if operation_id.starts_with("scim_") {
+        Some("SCIM's protocol endpoints: the organization's identity provider is their client")
+    } else if operation_id.starts_with("mcp_gateway_") {
+        Some("the MCP gateway: any MCP client is its client, with the gateway URL's secret")
+    } else if operation_id.ends_with("_preflight") {
+        Some("CORS preflights: browsers send them by themselves")
+    } else if operation_id == "mcp_callback" {
+        Some(
+            "the OAuth redirect target: the browser `mcp connect` sends to the provider lands there",
+        )
+    } else {
+        None
+    }
+}
 
 pub fn command_path(operation_id: &str) -> Vec<String> {
     if let Some((_, path)) = OVERRIDES.iter().find(|(id, _)| *id == operation_id) {
@@ -188,11 +259,41 @@ pub fn add_generated_commands(mut root: Command) -> Command {
     root
 }
 
-/// `workspace conversation chat`: hand-written because the generated CLI
-/// cannot stream (`conversation_stream_chat` is left out of it).
+/// The whole command tree: the generated commands in their places, the
+/// hand-written ones beside them, polished.
+pub fn full_tree() -> Command {
+    let mut root = crate::root_command();
+    root = add_generated_commands(root);
+    root = add_auth_commands(root);
+    root = add_conversation_commands(root);
+    root = add_upload_command(root);
+    root = add_invoke_command(root);
+    root = add_files_commands(root);
+    root = add_chat_commands(root);
+    root = add_chat_transfer_commands(root);
+    root = add_kb_commands(root);
+    root = add_mcp_commands(root);
+    root = add_account_commands(root);
+    root = add_feedback_commands(root);
+    root = add_audit_commands(root);
+    root = add_usage_commands(root);
+    polish(root)
+}
+
+/// `workspace conversation chat|resume`: hand-written because the
+/// generated CLI cannot stream (`conversation_stream_chat` and
+/// `conversation_stream` are left out of it).
 pub fn add_conversation_commands(root: Command) -> Command {
-    let path = ["conversation".to_string(), "chat".to_string()];
-    insert(root, &path, crate::conversation_chat_command())
+    let path = |s: &str| ["conversation".to_string(), s.to_string()];
+    let root = insert(root, &path("chat"), crate::conversation_chat_command());
+    insert(root, &path("resume"), crate::conversation_resume_command())
+}
+
+/// `workspace files download LINK`: a file's bytes through its signed link
+/// (see `files.rs`).
+pub fn add_files_commands(root: Command) -> Command {
+    let path = ["files".to_string(), "download".to_string()];
+    insert(root, &path, crate::files::download_command())
 }
 
 /// `workspace chat upload FILE`: hand-written (multipart).
@@ -201,11 +302,12 @@ pub fn add_upload_command(root: Command) -> Command {
     insert(root, &path, crate::upload::command())
 }
 
-/// `workspace deployments invoke`: hand-written (a deployment key, and a
-/// streamed OpenAI-compatible answer).
+/// `workspace deployments invoke|models`: hand-written (a deployment key,
+/// the OpenAI-compatible surface, a streamed answer).
 pub fn add_invoke_command(root: Command) -> Command {
-    let path = ["deployments".to_string(), "invoke".to_string()];
-    insert(root, &path, crate::invoke::command())
+    let path = |s: &str| ["deployments".to_string(), s.to_string()];
+    let root = insert(root, &path("invoke"), crate::invoke::command());
+    insert(root, &path("models"), crate::invoke::models_command())
 }
 
 /// `workspace kb create|search|query` (see `kb.rs`).
@@ -231,9 +333,10 @@ pub const CHAT_HAND_WRITTEN: &[&str] = &[
     "pin",
     "unpin",
     "search",
+    "prompt",
 ];
 
-/// `workspace chat send|edit|regenerate|resume|rename|archive|transcribe|watch|share|pin|unpin|search`.
+/// `workspace chat send|edit|regenerate|resume|rename|archive|transcribe|watch|share|pin|unpin|search|prompt`.
 pub fn add_chat_commands(mut root: Command) -> Command {
     for cmd in crate::chat::commands() {
         let path = ["chat".to_string(), cmd.get_name().to_string()];
@@ -299,6 +402,24 @@ pub fn add_audit_commands(mut root: Command) -> Command {
 }
 
 pub fn add_auth_commands(mut root: Command) -> Command {
+    // An address that already has an account joins with its password: the
+    // names are for a new account only (checked by `signup_invite`). The
+    // generated arguments are required unless `--json-body` is given; one
+    // more exception, `--invite-token` (itself required), makes them
+    // optional, as clap has no way to drop the first.
+    let optional = |a: clap::Arg| a.required(false).required_unless_present("invite-token");
+    root = root.mut_subcommand("auth", |auth| {
+        auth.mut_subcommand("signup-invite", |c| {
+            c.mut_arg("first-name", |a| {
+                optional(a)
+                    .help("Your first name (a new account only; an existing account keeps its own)")
+            })
+            .mut_arg("last-name", |a| {
+                optional(a)
+                    .help("Your last name (a new account only; an existing account keeps its own)")
+            })
+        })
+    });
     let path = |s: &str| vec!["auth".to_string(), s.to_string()];
     root = insert(root, &path("login"), crate::auth_login_command());
     for cmd in crate::auth_other_commands() {
@@ -566,15 +687,118 @@ mod tests {
         assert!(seen.contains(&vec!["auth".to_string(), "signup".to_string()]));
     }
 
+    /// The operation ids of the published document, with their methods.
+    fn document_operations() -> Vec<String> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi/workspace.json");
+        let text = std::fs::read_to_string(path).expect("openapi/workspace.json");
+        let doc: serde_json::Value = serde_json::from_str(&text).expect("the document");
+        let mut ids = Vec::new();
+        for item in doc["paths"].as_object().expect("paths").values() {
+            for op in item.as_object().expect("a path item").values() {
+                if let Some(id) = op["operationId"].as_str() {
+                    ids.push(id.to_string());
+                }
+            }
+        }
+        ids.sort();
+        ids
+    }
+
+    fn resolves(root: &Command, path: &[&str]) -> bool {
+        let mut current = root;
+        for name in path {
+            match current.find_subcommand(name) {
+                Some(next) => current = next,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Every operation of the document is reachable from the CLI: a
+    /// generated command, a hand-written one (`HAND_WRITTEN_COMMANDS`), or
+    /// one of the documented exceptions (`not_in_cli`). A new operation
+    /// without either fails here.
+    #[test]
+    fn every_operation_of_the_document_is_reachable_from_the_cli() {
+        let root = full_tree();
+        let generated: Vec<&str> = CliCommand::iter()
+            .map(|c| c.operation_id())
+            .filter(|id| !HAND_WRITTEN.contains(id))
+            .collect();
+        let ids = document_operations();
+        assert!(ids.len() > 150, "{} operations", ids.len());
+        let mut unreachable = Vec::new();
+        let mut exceptions = 0;
+        for id in &ids {
+            let hand = HAND_WRITTEN_COMMANDS.iter().find(|(op, _)| op == id);
+            let path: Vec<String> = match (generated.contains(&id.as_str()), hand) {
+                (true, Some(_)) => {
+                    panic!("{id} is generated and also listed as hand-written")
+                }
+                (true, None) => command_path(id),
+                (false, Some((_, path))) => path.iter().map(|s| s.to_string()).collect(),
+                (false, None) => {
+                    if not_in_cli(id).is_some() {
+                        exceptions += 1;
+                    } else {
+                        unreachable.push(format!("{id}: no command"));
+                    }
+                    continue;
+                }
+            };
+            assert!(
+                not_in_cli(id).is_none(),
+                "{id} has a command and an exception"
+            );
+            let names: Vec<&str> = path.iter().map(String::as_str).collect();
+            if !resolves(&root, &names) {
+                unreachable.push(format!(
+                    "{id}: `workspace {}` does not exist",
+                    names.join(" ")
+                ));
+            }
+        }
+        assert!(
+            unreachable.is_empty(),
+            "operations the CLI cannot reach:\n{}",
+            unreachable.join("\n")
+        );
+        // The exceptions are the SCIM service, the gateway, the OAuth
+        // callback and the preflights, nothing more.
+        assert!(exceptions <= 30, "{exceptions} exceptions");
+        for (op, _) in HAND_WRITTEN_COMMANDS {
+            assert!(ids.iter().any(|id| id == op), "{op} is not in the document");
+        }
+        // The account's service accounts, made with a login.
+        for path in [
+            ["org", "service-accounts-create"],
+            ["org", "service-accounts-rotate"],
+            ["org", "service-accounts-delete"],
+        ] {
+            assert!(resolves(&root, &path), "{path:?}");
+        }
+    }
+
+    /// Every group of commands says what it holds in `workspace --help`.
+    #[test]
+    fn every_group_has_a_description() {
+        let root = full_tree();
+        let blank: Vec<&str> = root
+            .get_subcommands()
+            .filter(|c| c.has_subcommands())
+            .filter(|c| {
+                c.get_about()
+                    .is_none_or(|a| a.to_string().trim().is_empty())
+            })
+            .map(|c| c.get_name())
+            .collect();
+        assert!(blank.is_empty(), "groups without a description: {blank:?}");
+    }
+
     #[test]
     fn tree_builds_and_validates() {
-        let root = polish(add_feedback_commands(add_mcp_commands(add_kb_commands(
-            add_chat_commands(add_invoke_command(add_upload_command(
-                add_conversation_commands(add_auth_commands(add_generated_commands(
-                    crate::root_command(),
-                ))),
-            ))),
-        ))));
+        let root = full_tree();
         root.clone().debug_assert();
         let org = root.find_subcommand("org").unwrap();
         let create = org.find_subcommand("create").expect("alias `org create`");
@@ -593,14 +817,6 @@ mod tests {
 #[cfg(test)]
 mod help_tests {
     use super::*;
-
-    fn full_tree() -> Command {
-        polish(add_mcp_commands(add_kb_commands(add_chat_commands(
-            add_invoke_command(add_upload_command(add_conversation_commands(
-                add_auth_commands(add_generated_commands(crate::root_command())),
-            ))),
-        ))))
-    }
 
     fn missing(cmd: &Command, path: &str, out: &mut Vec<String>) {
         for arg in cmd.get_arguments() {

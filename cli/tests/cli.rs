@@ -325,6 +325,62 @@ async fn invitations_and_users_commands() {
     let owner = json(&run(args("me"), None).await.unwrap());
     assert_eq!(owner["email"], "owner@example.com");
 
+    // An address that already has an account joins with its password
+    // alone, and is told so (not "signed up"); without the names a new
+    // account cannot be made.
+    let known = cx.user("cli-known").await;
+    let invited = json(
+        &run(
+            args(&format!(
+                "invitations create --org-id {org} --email {} --role member",
+                known.email
+            )),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    let known_token = invited["token"].as_str().unwrap().to_string();
+    let mut accept = args(&format!(
+        "auth signup-invite --profile known --invite-token={known_token} --password"
+    ));
+    accept.push(workspace_tests::TEST_PASSWORD.to_string());
+    let out = run(accept, None).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("your account joined"), "{stderr}");
+    assert!(!stderr.contains("signed up"), "{stderr}");
+    let joined = json(&out);
+    assert_eq!(joined["id"], known.id.to_string());
+    assert_eq!(
+        joined["first_name"], "cli-known",
+        "the account keeps its names"
+    );
+    let fresh = json(
+        &run(
+            args(&format!(
+                "invitations create --org-id {org} --email cli-new@example.com --role member"
+            )),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    let out = run(
+        args(&format!(
+            "auth signup-invite --profile fresh --invite-token={} --password correct-horse-battery",
+            fresh["token"].as_str().unwrap()
+        )),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--first-name and --last-name"),
+        "{out:?}"
+    );
+
     // Bulk creation from a JSON file, shown as a table.
     let body_file = dir.join("bulk.json");
     std::fs::create_dir_all(&dir).unwrap();
@@ -684,6 +740,35 @@ async fn chat_commands() {
     assert!(text.contains("the tide comes in at noon"), "{text}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("chat {chat} message ")), "{err}");
+
+    // A new chat gets a title while its answer streams: on a terminal,
+    // where stdout and stderr share the screen, `title: …` is a line of
+    // its own, never glued to the answer.
+    let merged = {
+        let (url, token) = (cx.base_url.clone(), user.token.clone());
+        let dir = std::env::temp_dir().join(format!("workspace-cli-{}", uuid::Uuid::new_v4()));
+        let org = org.clone();
+        tokio::task::spawn_blocking(move || {
+            Command::new("bash")
+                .arg("-c")
+                .arg("\"$0\" chat send --org-id \"$1\" 'name the tides of the moon' 2>&1")
+                .arg(env!("CARGO_BIN_EXE_workspace"))
+                .arg(org)
+                .env("WORKSPACE_URL", url)
+                .env("WORKSPACE_CONFIG_DIR", dir)
+                .env("WORKSPACE_TOKEN", token)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    };
+    assert!(merged.status.success(), "{merged:?}");
+    let merged = String::from_utf8_lossy(&merged.stdout);
+    let title_lines: Vec<&str> = merged.lines().filter(|l| l.contains("title: ")).collect();
+    assert_eq!(title_lines.len(), 1, "one title line:\n{merged}");
+    assert!(title_lines[0].starts_with("title: "), "{merged}");
     let shown = json(
         &run(args(&[
             "chat",
@@ -2340,10 +2425,11 @@ async fn org_delete_and_account_export_and_delete() {
     cx.teardown().await;
 }
 
-/// The README's admin story (`scripts/admin-story.sh`) runs with a
-/// service account's token only: no password, no login, no profile.
+/// The README's admin story (`scripts/admin-story.sh`) runs exactly as the
+/// README writes it: an owner logs in with the CLI and makes the service
+/// account; every command after that runs with its token only.
 #[tokio::test]
-async fn the_admin_story_runs_with_a_service_account_token_only() {
+async fn the_admin_story_runs_as_the_readme_writes_it() {
     workspace_tests::ensure_local_model().await;
     let cx = TestContext::with_config("cli_admin_story", |c| {
         c.kb.poll_interval_ms = 100;
@@ -2358,27 +2444,6 @@ async fn the_admin_story_runs_with_a_service_account_token_only() {
         .await
         .unwrap()
         .id;
-    let admin = owner.role_id(org, "admin").await;
-    let created = owner
-        .client
-        .org_service_accounts_create()
-        .org_id(org)
-        .body(
-            workspace_client::types::ServiceAccountCreate::builder()
-                .name("admin-bot".to_string())
-                .role_id(admin)
-                .scopes(
-                    // `kb create --from` uploads through the chat files.
-                    ["users:*", "roles:read", "kb:*", "chats:write"]
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect::<Vec<_>>(),
-                ),
-        )
-        .send()
-        .await
-        .expect("a service account")
-        .into_inner();
     let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_workspace"))
         .parent()
         .unwrap()
@@ -2391,7 +2456,7 @@ async fn the_admin_story_runs_with_a_service_account_token_only() {
     let work_dir = tempfile::tempdir().unwrap();
     let cwd = work_dir.path().to_path_buf();
     let url = cx.base_url.clone();
-    let token = created.token.token.clone();
+    let email = owner.email.clone();
     let out = tokio::task::spawn_blocking(move || {
         let path = format!(
             "{}:{}",
@@ -2404,9 +2469,10 @@ async fn the_admin_story_runs_with_a_service_account_token_only() {
             .env("PATH", path)
             .env("WORKSPACE_URL", url)
             .env("WORKSPACE_CONFIG_DIR", config_dir)
-            .env("WORKSPACE_TOKEN", token)
+            .env("ADMIN_EMAIL", email)
+            .env("WORKSPACE_PASSWORD", workspace_tests::TEST_PASSWORD)
             .env("ORG", org.to_string())
-            .env_remove("WORKSPACE_PASSWORD")
+            .env_remove("WORKSPACE_TOKEN")
             .env_remove("WORKSPACE_PROFILE")
             .stdin(std::process::Stdio::null())
             .output()
@@ -2426,6 +2492,19 @@ async fn the_admin_story_runs_with_a_service_account_token_only() {
     );
     assert!(stdout.contains("fifth of each month"), "{stdout}");
     assert!(stdout.contains("\"role_name\": \"admin\""), "{stdout}");
+    // The account holds exactly the story's scopes.
+    let accounts = owner
+        .client
+        .org_service_accounts_list()
+        .org_id(org)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(accounts.len(), 1);
+    let mut scopes = accounts[0].tokens[0].scopes.clone();
+    scopes.sort();
+    assert_eq!(scopes, ["chats:write", "kb:*", "roles:read", "users:*"]);
     cx.teardown().await;
 }
 
