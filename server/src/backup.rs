@@ -571,10 +571,15 @@ pub async fn restore(config: &Config, file: &Path, without_files: bool) -> Resul
     let store = Store::of(config);
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S").to_string();
     // Unpacked beside the file store (so that it moves in by a rename),
-    // checked against its manifest before the database is touched.
+    // checked against its manifest before the database is touched. A name
+    // of its own: removed afterwards, whatever happens.
+    let unique = format!(
+        "restore-{stamp}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     let staging = match &store {
-        Store::Local(files) => sibling(files, &format!("restore-{stamp}")),
-        Store::Bucket(_) => root.join(format!("restore-{stamp}")),
+        Store::Local(files) => sibling(files, &unique),
+        Store::Bucket(_) => root.join(unique),
     };
     // The database found, and no server using it, before anything is
     // unpacked.
