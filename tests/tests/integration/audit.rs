@@ -980,6 +980,27 @@ async fn an_event_appended_after_the_head_is_found() {
 #[tokio::test]
 async fn newest_events_removed_with_the_head_wound_back_are_found() {
     let (cx, second, ada, org, ada_b) = checkpointed("audit_truncated", 4).await;
+    // The checkpoints: in the server's log, and one signed JSON line each
+    // in the test's checkpoint file (mode 0600); a line not signed with
+    // the key (here: a later seq, its signature kept) is not believed.
+    let file =
+        workspace_tests::data_root().join(format!("audit-checkpoints-{}.jsonl", cx.database));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.contains(&org.to_string()) && l.contains("\"seq\":5"))
+            .expect("a checkpoint of seq 5 in the file")
+            .to_string();
+        assert!(line.contains("\"mac\":"), "{line}");
+        let forged = line.replace("\"seq\":5", "\"seq\":9");
+        std::fs::write(&file, format!("{text}{forged}\n")).unwrap();
+        let log = std::fs::read_to_string(&cx.log_path).unwrap();
+        assert!(log.contains("audit checkpoint"), "no checkpoint in the log");
+    }
     let db = cx.db().await;
     let rows = rows_of(&db, org).await;
     assert_eq!(rows.len(), 5);
