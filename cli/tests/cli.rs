@@ -325,62 +325,6 @@ async fn invitations_and_users_commands() {
     let owner = json(&run(args("me"), None).await.unwrap());
     assert_eq!(owner["email"], "owner@example.com");
 
-    // An address that already has an account joins with its password
-    // alone, and is told so (not "signed up"); without the names a new
-    // account cannot be made.
-    let known = cx.user("cli-known").await;
-    let invited = json(
-        &run(
-            args(&format!(
-                "invitations create --org-id {org} --email {} --role member",
-                known.email
-            )),
-            None,
-        )
-        .await
-        .unwrap(),
-    );
-    let known_token = invited["token"].as_str().unwrap().to_string();
-    let mut accept = args(&format!(
-        "auth signup-invite --profile known --invite-token={known_token} --password"
-    ));
-    accept.push(workspace_tests::TEST_PASSWORD.to_string());
-    let out = run(accept, None).await.unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("your account joined"), "{stderr}");
-    assert!(!stderr.contains("signed up"), "{stderr}");
-    let joined = json(&out);
-    assert_eq!(joined["id"], known.id.to_string());
-    assert_eq!(
-        joined["first_name"], "cli-known",
-        "the account keeps its names"
-    );
-    let fresh = json(
-        &run(
-            args(&format!(
-                "invitations create --org-id {org} --email cli-new@example.com --role member"
-            )),
-            None,
-        )
-        .await
-        .unwrap(),
-    );
-    let out = run(
-        args(&format!(
-            "auth signup-invite --profile fresh --invite-token={} --password correct-horse-battery",
-            fresh["token"].as_str().unwrap()
-        )),
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--first-name and --last-name"),
-        "{out:?}"
-    );
-
     // Bulk creation from a JSON file, shown as a table.
     let body_file = dir.join("bulk.json");
     std::fs::create_dir_all(&dir).unwrap();
@@ -542,6 +486,61 @@ async fn invitations_and_users_commands() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("409 invitation_not_pending"));
 
+    // An address that already has an account joins with its password
+    // alone, and is told so (not "signed up"); without the names a new
+    // account cannot be made.
+    let known = cx.user("cli-known").await;
+    let invited = json(
+        &run(
+            args(&format!(
+                "invitations create --org-id {org} --email {} --role member",
+                known.email
+            )),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    let known_token = invited["token"].as_str().unwrap().to_string();
+    let mut accept = args(&format!(
+        "auth signup-invite --profile known --invite-token={known_token} --password"
+    ));
+    accept.push(workspace_tests::TEST_PASSWORD.to_string());
+    let out = run(accept, None).await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("your account joined"), "{stderr}");
+    assert!(!stderr.contains("signed up"), "{stderr}");
+    let joined = json(&out);
+    assert_eq!(joined["id"], known.id.to_string());
+    assert_eq!(
+        joined["first_name"], "cli-known",
+        "the account keeps its names"
+    );
+    let fresh = json(
+        &run(
+            args(&format!(
+                "invitations create --org-id {org} --email cli-new@example.com --role member"
+            )),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    let out = run(
+        args(&format!(
+            "auth signup-invite --profile fresh --invite-token={} --password correct-horse-battery",
+            fresh["token"].as_str().unwrap()
+        )),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--first-name and --last-name"),
+        "{out:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     cx.teardown().await;
 }

@@ -71,6 +71,16 @@ pub fn compare(old: &Value, new: &Value) -> Result<Verdict> {
                 ));
                 continue;
             }
+            if let Some(status) = info
+                .message
+                .strip_prefix("operation added a new response code ")
+                && SCOPE_REFUSALS.contains(&(at.as_str(), status))
+            {
+                verdict.additive.push(format!(
+                    "{at}: {status}, a token's scopes enforced where the released server forgot them"
+                ));
+                continue;
+            }
             if info.message == "string schema changed" && declared_rule(old, new, &at) {
                 verdict.additive.push(format!(
                     "{at}: a rule the server enforced, declared as a pattern"
@@ -115,6 +125,14 @@ pub fn compare(old: &Value, new: &Value) -> Result<Verdict> {
 /// category's name and description without NUL (PostgreSQL text cannot
 /// hold it), an MCP instance's name without control characters.
 const DECLARED_RULES: &[&str] = &["CategoryCreate", "CategoryUpdate", "InstanceRename"];
+
+/// Operations that gained a `403` because the released server failed to
+/// check a personal access token's scopes there (issue #51: a `kb:read`
+/// token created organizations): (operation path, status). Only a request
+/// the released server should have refused meets the new status, and it
+/// is the status every other operation answers such a token; counted as
+/// additive, not as a break a major version would announce.
+const SCOPE_REFUSALS: &[(&str, &str)] = &[("#/paths/~1api~1org~1create_org/post", "403")];
 
 /// Values added to an answer's enum that the server answers only to clients
 /// that ask for them (an optional input they did not know), so clients of
@@ -560,6 +578,35 @@ mod tests {
         new["components"]["schemas"]["SendMessageRequest"]["properties"]["content"]["pattern"] =
             json!("^a");
         assert!(!compare(&current(), &new).unwrap().breaking.is_empty());
+    }
+
+    #[test]
+    fn a_scope_refusal_is_additive_only_where_listed() {
+        // The released create_org had no 403.
+        let mut old = current();
+        let path = "/api/org/create_org";
+        old["paths"][path]["post"]["responses"]
+            .as_object_mut()
+            .unwrap()
+            .remove("403");
+        let verdict = compare(&old, &current()).unwrap();
+        assert!(verdict.breaking.is_empty(), "{:?}", verdict.breaking);
+        assert!(
+            verdict
+                .additive
+                .iter()
+                .any(|l| l.contains("scopes enforced")),
+            "{:?}",
+            verdict.additive
+        );
+        // A 403 added to another operation breaks its clients.
+        let mut old = current();
+        old["paths"]["/api/org/update"]["put"]["responses"]
+            .as_object_mut()
+            .unwrap()
+            .remove("403")
+            .expect("org/update answers 403");
+        assert!(!compare(&old, &current()).unwrap().breaking.is_empty());
     }
 
     #[test]
