@@ -2024,7 +2024,7 @@ async fn quickstart_script_runs() {
     // login was kept (the later commands ran as her).
     assert!(stdout.contains(&link), "the link: {stdout}");
     assert!(
-        stderr.contains("signed up; tokens saved to profile \"bob\""),
+        stderr.contains("signed up and joined Acme; tokens saved to profile \"bob\""),
         "{stderr}"
     );
     // `chat send --kb` names the documents it cited, as `kb query` does.

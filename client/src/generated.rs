@@ -942,7 +942,7 @@ pub mod types {
         ///Events whose hash was recomputed and matched.
         pub checked: i64,
         ///The newest signed checkpoint of the chain the server could read (its log aside: its checkpoint file, object storage), which the chain was compared with; `null` when none was found.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub checkpoint: ::std::option::Option<AuditCheckpoint>,
         ///The first `seq` found changed or missing.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
@@ -950,7 +950,6 @@ pub mod types {
         ///The chain's last `seq`.
         pub head_seq: i64,
         ///The first `seq` whose hash is HMAC-SHA256 under the server's audit key (the rows before it were hashed with plain SHA-256 by an earlier version): the newest checkpoint's, else the database's.
-        #[serde(default)]
         pub keyed_from_seq: i64,
         ///Whether the chain is intact.
         pub ok: bool,
@@ -958,7 +957,7 @@ pub mod types {
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub org_id: ::std::option::Option<::uuid::Uuid>,
         ///Why it is broken, as a stable code (`null` when intact).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub problem: ::std::option::Option<AuditChainProblem>,
         ///Why it is broken.
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
@@ -17272,13 +17271,13 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     checked: Err("no value supplied for checked".to_string()),
-                    checkpoint: Ok(Default::default()),
+                    checkpoint: Err("no value supplied for checkpoint".to_string()),
                     first_broken_seq: Err("no value supplied for first_broken_seq".to_string()),
                     head_seq: Err("no value supplied for head_seq".to_string()),
-                    keyed_from_seq: Ok(Default::default()),
+                    keyed_from_seq: Err("no value supplied for keyed_from_seq".to_string()),
                     ok: Err("no value supplied for ok".to_string()),
                     org_id: Err("no value supplied for org_id".to_string()),
-                    problem: Ok(Default::default()),
+                    problem: Err("no value supplied for problem".to_string()),
                     reason: Err("no value supplied for reason".to_string()),
                 }
             }

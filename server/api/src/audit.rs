@@ -182,18 +182,15 @@ pub struct AuditChainCheck {
     #[schemars(with = "crate::schema::Nullable<String>")]
     pub reason: Option<String>,
     /// Why it is broken, as a stable code (`null` when intact).
-    #[serde(default)]
     #[schemars(with = "crate::schema::Nullable<AuditChainProblem>")]
     pub problem: Option<AuditChainProblem>,
     /// The first `seq` whose hash is HMAC-SHA256 under the server's audit
     /// key (the rows before it were hashed with plain SHA-256 by an
     /// earlier version): the newest checkpoint's, else the database's.
-    #[serde(default)]
     pub keyed_from_seq: i64,
     /// The newest signed checkpoint of the chain the server could read
     /// (its log aside: its checkpoint file, object storage), which the
     /// chain was compared with; `null` when none was found.
-    #[serde(default)]
     #[schemars(with = "crate::schema::Nullable<AuditCheckpoint>")]
     pub checkpoint: Option<AuditCheckpoint>,
 }

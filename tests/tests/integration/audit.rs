@@ -998,9 +998,19 @@ async fn newest_events_removed_with_the_head_wound_back_are_found() {
         assert!(line.contains("\"mac\":"), "{line}");
         let forged = line.replace("\"seq\":5", "\"seq\":9");
         std::fs::write(&file, format!("{text}{forged}\n")).unwrap();
-        let log = std::fs::read_to_string(&cx.log_path).unwrap();
-        assert!(log.contains("audit checkpoint"), "no checkpoint in the log");
     }
+    // The log is written asynchronously: its line may follow the file's.
+    let logged = async {
+        for _ in 0..100 {
+            let log = std::fs::read_to_string(&cx.log_path).unwrap_or_default();
+            if log.contains("audit checkpoint") {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        false
+    };
+    assert!(logged.await, "no checkpoint in the log");
     let db = cx.db().await;
     let rows = rows_of(&db, org).await;
     assert_eq!(rows.len(), 5);

@@ -3954,7 +3954,7 @@ export interface components {
              */
             checked: number;
             /** @description The newest signed checkpoint of the chain the server could read (its log aside: its checkpoint file, object storage), which the chain was compared with; `null` when none was found. */
-            checkpoint?: components["schemas"]["AuditCheckpoint"] | null;
+            checkpoint: components["schemas"]["AuditCheckpoint"] | null;
             /**
              * Format: int64
              * @description The first `seq` found changed or missing.
@@ -3968,7 +3968,6 @@ export interface components {
             /**
              * Format: int64
              * @description The first `seq` whose hash is HMAC-SHA256 under the server's audit key (the rows before it were hashed with plain SHA-256 by an earlier version): the newest checkpoint's, else the database's.
-             * @default 0
              */
             keyed_from_seq: number;
             /** @description Whether the chain is intact. */
@@ -3979,7 +3978,7 @@ export interface components {
              */
             org_id: string | null;
             /** @description Why it is broken, as a stable code (`null` when intact). */
-            problem?: components["schemas"]["AuditChainProblem"] | null;
+            problem: components["schemas"]["AuditChainProblem"] | null;
             /** @description Why it is broken. */
             reason: string | null;
         };
