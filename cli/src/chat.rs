@@ -210,24 +210,7 @@ pub(crate) async fn run(client: &Client, name: &str, m: &ArgMatches) -> Result<(
             }
             post_stream(client, org, "prompt", &body).await
         }
-        "resume" => {
-            let message = *m.get_one::<Uuid>("message-id").context("--message-id")?;
-            let mut request = client
-                .client()
-                .get(format!("{}/api/chat/stream", client.baseurl()))
-                .query(&[
-                    ("org_id", org.to_string()),
-                    ("message_id", message.to_string()),
-                ]);
-            if let Some(id) = m.get_one::<u32>("last-event-id") {
-                request = request.header("Last-Event-ID", id.to_string());
-            }
-            let response = request.send().await.context("connecting")?;
-            if !response.status().is_success() {
-                bail!("{}: {}", response.status(), response.text().await?);
-            }
-            print_stream(response).await
-        }
+        "resume" => resume(client, "chat", m).await,
         "rename" | "archive" | "pin" | "unpin" => {
             let chat = *m.get_one::<Uuid>("chat-id").context("--chat-id")?;
             let body = match name {
@@ -427,6 +410,35 @@ fn add_answer_options(body: &mut serde_json::Value, m: &ArgMatches) {
 }
 
 /// Posts an answer's request to `/api/chat/<path>` and prints its stream.
+/// `chat resume` and `conversation resume`: the answer `--message-id` of
+/// `area` (`chat` or `conversation`) streamed again after
+/// `--last-event-id` (`Last-Event-ID`), printed as it arrives.
+pub(crate) async fn resume(client: &Client, area: &str, m: &ArgMatches) -> Result<()> {
+    let org = *m.get_one::<Uuid>("org-id").context("--org-id")?;
+    let message = *m.get_one::<Uuid>("message-id").context("--message-id")?;
+    let mut request = client
+        .client()
+        .get(format!("{}/api/{area}/stream", client.baseurl()))
+        .query(&[
+            ("org_id", org.to_string()),
+            ("message_id", message.to_string()),
+        ]);
+    if let Some(id) = m.get_one::<u32>("last-event-id") {
+        request = request.header("Last-Event-ID", id.to_string());
+    }
+    let response = request.send().await.context("connecting")?;
+    if !response.status().is_success() {
+        bail!("{}: {}", response.status(), response.text().await?);
+    }
+    print_answer(
+        workspace_client::sse::SseReader::from_response(response),
+        &format!(
+            "the stream ended before the answer was complete (resume it with `{area} resume`)"
+        ),
+    )
+    .await
+}
+
 async fn post_stream(
     client: &Client,
     org: Uuid,

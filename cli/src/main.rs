@@ -211,7 +211,7 @@ async fn run() -> Result<()> {
         return conversation_chat(&client, leaf).await;
     }
     if path == ["conversation", "resume"] {
-        return conversation_resume(&client, leaf).await;
+        return chat::resume(&client, "conversation", leaf).await;
     }
     if path == ["files", "download"] {
         return files::download(&client, leaf).await;
@@ -527,33 +527,6 @@ pub(crate) fn conversation_resume_command() -> Command {
                 .value_parser(clap::value_parser!(u32))
                 .help("The number of the last event already seen (default: from the start)"),
         )
-}
-
-async fn conversation_resume(client: &Client, m: &ArgMatches) -> Result<()> {
-    use workspace_client::ClientInfo;
-    let org = *m.get_one::<uuid::Uuid>("org-id").context("--org-id")?;
-    let message = *m
-        .get_one::<uuid::Uuid>("message-id")
-        .context("--message-id")?;
-    let mut request = client
-        .client()
-        .get(format!("{}/api/conversation/stream", client.baseurl()))
-        .query(&[
-            ("org_id", org.to_string()),
-            ("message_id", message.to_string()),
-        ]);
-    if let Some(id) = m.get_one::<u32>("last-event-id") {
-        request = request.header("Last-Event-ID", id.to_string());
-    }
-    let response = request.send().await.context("connecting")?;
-    if !response.status().is_success() {
-        bail!("{}: {}", response.status(), response.text().await?);
-    }
-    chat::print_answer(
-        workspace_client::sse::SseReader::from_response(response),
-        "the stream ended before the answer was complete (resume it again)",
-    )
-    .await
 }
 
 /// Streams the answer's text to stdout as it arrives. A stream that ends

@@ -629,6 +629,55 @@ async fn conversation_commands_and_streamed_chat() {
     assert!(text.contains("hello from the shell"), "{text}");
     assert!(text.contains("offline-dev-model"), "{text}");
 
+    // `conversation resume`: the stored answer's stream again, whole, and
+    // after its second event only what follows.
+    let messages = json(
+        &run(args(&[
+            "conversation",
+            "messages",
+            "--org-id",
+            &org,
+            "--conversation-id",
+            &conv,
+        ]))
+        .await
+        .unwrap(),
+    );
+    let answer = messages["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .expect("the answer")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resume = |after: Option<&str>| {
+        let mut a = args(&[
+            "conversation",
+            "resume",
+            "--org-id",
+            &org,
+            "--message-id",
+            &answer,
+        ]);
+        if let Some(after) = after {
+            a.extend(args(&["--last-event-id", after]));
+        }
+        run(a)
+    };
+    let out = resume(None).await.unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let whole = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(whole.trim_end(), text.trim_end(), "the same answer");
+    let out = resume(Some("2")).await.unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let rest = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        rest.len() < whole.len() && whole.ends_with(&rest),
+        "{rest:?} of {whole:?}"
+    );
+
     let out = run(args(&[
         "conversation",
         "chat",
@@ -739,6 +788,41 @@ async fn chat_commands() {
     assert!(text.contains("the tide comes in at noon"), "{text}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("chat {chat} message ")), "{err}");
+
+    // `chat prompt TEXT`: three suggestions, streamed, nothing stored.
+    let out = run(args(&[
+        "chat",
+        "prompt",
+        "--org-id",
+        &org,
+        "tides and the moon",
+    ]))
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "{out:?}"
+    );
+
+    // `mcp playground MESSAGE` without instances: the service looks for
+    // servers that would help (none here) and says so as a JSON line on
+    // stderr; the stream ends normally.
+    let out = run(args(&[
+        "mcp",
+        "playground",
+        "--org-id",
+        &org,
+        "--model",
+        "offline-dev-model",
+        "hello, playground",
+    ]))
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let line: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stderr).lines().next().unwrap()).unwrap();
+    assert_eq!(line["mcp"]["server_ids"], serde_json::json!([]), "{out:?}");
 
     // A new chat gets a title while its answer streams: on a terminal,
     // where stdout and stderr share the screen, `title: …` is a line of
@@ -1918,6 +2002,29 @@ async fn kb_commands() {
     assert_eq!(uploaded["filename"], "lighthouse.txt");
     assert_eq!(uploaded["content_type"], "text/plain");
     assert_eq!(uploaded["file_size"], 72);
+    // `files download LINK` fetches it back through the signed link.
+    let copy = folder.path().join("copy.txt");
+    let out = run(args(&[
+        "files",
+        "download",
+        uploaded["url"].as_str().unwrap(),
+        "--output",
+        copy.to_str().unwrap(),
+    ]))
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&note).unwrap());
+    let tampered = uploaded["url"]
+        .as_str()
+        .unwrap()
+        .replace("signature=", "signature=0");
+    let out = run(args(&["files", "download", &tampered])).await.unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid_signature"),
+        "{out:?}"
+    );
     let exe = std::env::temp_dir().join(format!("prog-{}.bin", uuid::Uuid::new_v4()));
     std::fs::write(&exe, b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0").unwrap();
     let out = run(args(&[
