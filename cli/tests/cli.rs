@@ -1243,6 +1243,22 @@ async fn deployments_commands_and_invoke() {
     );
     assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty());
 
+    // `deployments models`: the OpenAI-compatible list, with the key.
+    let out = run(args(&["deployments", "models", "--key", &key]), None)
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let models = json(&out);
+    assert_eq!(models["object"], "list", "{models}");
+    assert_eq!(models["data"].as_array().unwrap().len(), 1, "{models}");
+    let out = run(
+        args(&["deployments", "models", "--key", "wsk_live_nope"]),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+
     // A wrong key: a clear error and a non-zero exit.
     let out = run(
         args(&[
