@@ -8,6 +8,13 @@
 //! one piece: a `chat.completion` object assembled from the chunks, after
 //! all of the script's pauses, in one write (see [`whole`]).
 //!
+//! Reasoning replies replay the providers' documented streams: Anthropic's
+//! extended thinking (`thinking` blocks with `thinking_delta`s and a
+//! `signature_delta`, `redacted_thinking`), and the OpenAI-compatible
+//! `delta.reasoning_content` (DeepSeek, vLLM) or `delta.reasoning`
+//! (OpenRouter and others) with OpenAI's
+//! `usage.completion_tokens_details.reasoning_tokens`.
+//!
 //! Each connection serves one request (`Connection: close`) with the next
 //! scripted [`Reply`], or the default reply when the script is empty;
 //! after [`FakeProvider::keep_alive`], a connection serves request after
@@ -55,6 +62,45 @@ impl Recorded {
             })
             .unwrap_or_default()
     }
+
+    /// The content parts of the last user message that is not only tool
+    /// results (Anthropic sends tool results as user messages): OpenAI
+    /// `image_url`/`file`/`text` parts or Anthropic
+    /// `image`/`document`/`text` blocks. Empty when that message's content
+    /// is a plain string (a message without attachments) or there is none.
+    pub fn user_parts(&self) -> Vec<serde_json::Value> {
+        let only_tool_results = |content: &[serde_json::Value]| {
+            !content.is_empty() && content.iter().all(|b| b["type"] == "tool_result")
+        };
+        self.body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .rev()
+            .filter(|m| m["role"] == "user")
+            .find(|m| {
+                !m["content"]
+                    .as_array()
+                    .is_some_and(|c| only_tool_results(c))
+            })
+            .and_then(|m| m["content"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// The content blocks of the last assistant message (Anthropic:
+    /// `thinking`/`redacted_thinking` blocks sent back, then `text` and
+    /// `tool_use`). Empty when its content is a plain string or there is
+    /// none.
+    pub fn assistant_blocks(&self) -> Vec<serde_json::Value> {
+        self.body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .rev()
+            .find(|m| m["role"] == "assistant")
+            .and_then(|m| m["content"].as_array().cloned())
+            .unwrap_or_default()
+    }
 }
 
 /// One step of a streamed body.
@@ -83,6 +129,80 @@ fn data(json: serde_json::Value) -> Part {
 
 fn named(event: &str, json: serde_json::Value) -> Part {
     Part::Data(format!("event: {event}\ndata: {json}\n\n"))
+}
+
+fn anthropic_message_start(id: &str) -> Part {
+    named(
+        "message_start",
+        serde_json::json!({"type": "message_start", "message": {
+        "id": id, "type": "message", "role": "assistant", "content": [],
+        "model": "fake", "stop_reason": null, "stop_sequence": null,
+        "usage": {"input_tokens": 21, "output_tokens": 1}}}),
+    )
+}
+
+/// A `thinking` block at `index`: opened empty, one `thinking_delta` per
+/// piece, a `signature_delta` when `signature` is given, closed.
+fn anthropic_thinking_block(index: usize, thinking: &[&str], signature: Option<&str>) -> Vec<Part> {
+    let mut parts = vec![named(
+        "content_block_start",
+        serde_json::json!({"type": "content_block_start", "index": index,
+            "content_block": {"type": "thinking", "thinking": ""}}),
+    )];
+    for piece in thinking {
+        parts.push(named(
+            "content_block_delta",
+            serde_json::json!({"type": "content_block_delta", "index": index,
+                "delta": {"type": "thinking_delta", "thinking": piece}}),
+        ));
+    }
+    if let Some(signature) = signature {
+        parts.push(named(
+            "content_block_delta",
+            serde_json::json!({"type": "content_block_delta", "index": index,
+                "delta": {"type": "signature_delta", "signature": signature}}),
+        ));
+    }
+    parts.push(named(
+        "content_block_stop",
+        serde_json::json!({"type": "content_block_stop", "index": index}),
+    ));
+    parts
+}
+
+/// A `text` block at `index` with one `text_delta` per piece.
+fn anthropic_text_block(index: usize, text: &[&str]) -> Vec<Part> {
+    let mut parts = vec![named(
+        "content_block_start",
+        serde_json::json!({"type": "content_block_start", "index": index,
+            "content_block": {"type": "text", "text": ""}}),
+    )];
+    for piece in text {
+        parts.push(named(
+            "content_block_delta",
+            serde_json::json!({"type": "content_block_delta", "index": index,
+                "delta": {"type": "text_delta", "text": piece}}),
+        ));
+    }
+    parts.push(named(
+        "content_block_stop",
+        serde_json::json!({"type": "content_block_stop", "index": index}),
+    ));
+    parts
+}
+
+/// `message_delta` (with `stop_reason` and the output tokens), then
+/// `message_stop`.
+fn anthropic_message_end(stop_reason: &str, output_tokens: usize) -> Vec<Part> {
+    vec![
+        named(
+            "message_delta",
+            serde_json::json!({"type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+            "usage": {"output_tokens": output_tokens}}),
+        ),
+        named("message_stop", serde_json::json!({"type": "message_stop"})),
+    ]
 }
 
 impl Reply {
@@ -227,6 +347,149 @@ impl Reply {
         ])
     }
 
+    /// OpenAI-compatible reasoning as DeepSeek streams it: a role chunk,
+    /// one `delta.reasoning_content` chunk per reasoning piece (with
+    /// `content: null`), one `delta.content` chunk per text piece (with
+    /// `reasoning_content: null`), a finish chunk, a usage chunk whose
+    /// `completion_tokens_details.reasoning_tokens` counts the reasoning
+    /// pieces, `[DONE]`.
+    pub fn openai_reasoning(reasoning: &[&str], text: &[&str]) -> Reply {
+        Reply::openai_reasoning_in("reasoning_content", reasoning, text)
+    }
+
+    /// [`Reply::openai_reasoning`] with the reasoning in `delta.reasoning`
+    /// (OpenRouter and other compatible servers).
+    pub fn openai_reasoning_field(reasoning: &[&str], text: &[&str]) -> Reply {
+        Reply::openai_reasoning_in("reasoning", reasoning, text)
+    }
+
+    fn openai_reasoning_in(field: &str, reasoning: &[&str], text: &[&str]) -> Reply {
+        let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+            data(serde_json::json!({
+                "id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 1,
+                "model": "fake-reasoner",
+                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]
+            }))
+        };
+        let mut parts = vec![chunk(
+            serde_json::json!({"role": "assistant", "content": null, field: ""}),
+            None,
+        )];
+        for piece in reasoning {
+            parts.push(chunk(
+                serde_json::json!({"content": null, field: piece}),
+                None,
+            ));
+        }
+        for piece in text {
+            parts.push(chunk(
+                serde_json::json!({"content": piece, field: null}),
+                None,
+            ));
+        }
+        parts.push(chunk(serde_json::json!({}), Some("stop")));
+        let completion = reasoning.len() + text.len();
+        parts.push(data(serde_json::json!({
+            "id": "chatcmpl-r", "object": "chat.completion.chunk", "created": 1,
+            "model": "fake-reasoner", "choices": [],
+            "usage": {"prompt_tokens": 11, "completion_tokens": completion,
+                      "total_tokens": 11 + completion,
+                      "prompt_tokens_details": {"cached_tokens": 0},
+                      "completion_tokens_details": {"reasoning_tokens": reasoning.len()}}
+        })));
+        parts.push(Part::Data("data: [DONE]\n\n".into()));
+        Reply::sse(parts)
+    }
+
+    /// Anthropic extended thinking as the "Building with extended
+    /// thinking" guide streams it: a `thinking` block (opened empty, one
+    /// `thinking_delta` per piece, one `signature_delta`), then a text
+    /// block of `text`; `end_turn`.
+    pub fn anthropic_thinking(thinking: &[&str], signature: &str, text: &[&str]) -> Reply {
+        let mut parts = vec![anthropic_message_start("msg_t1")];
+        parts.extend(anthropic_thinking_block(0, thinking, Some(signature)));
+        parts.extend(anthropic_text_block(1, text));
+        parts.extend(anthropic_message_end(
+            "end_turn",
+            thinking.len() + text.len(),
+        ));
+        Reply::sse(parts)
+    }
+
+    /// A thinking block (as [`Reply::anthropic_thinking`]), then a
+    /// `tool_use` block `name({"city": "Paris"})` with streamed
+    /// `input_json_delta`s; `stop_reason: tool_use`.
+    pub fn anthropic_thinking_tool_use(
+        thinking: &[&str],
+        signature: &str,
+        id: &str,
+        name: &str,
+    ) -> Reply {
+        let mut parts = vec![anthropic_message_start("msg_t2")];
+        parts.extend(anthropic_thinking_block(0, thinking, Some(signature)));
+        parts.extend([
+            named(
+                "content_block_start",
+                serde_json::json!({"type": "content_block_start", "index": 1,
+                "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+            ),
+            named(
+                "content_block_delta",
+                serde_json::json!({"type": "content_block_delta", "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": ""}}),
+            ),
+            named(
+                "content_block_delta",
+                serde_json::json!({"type": "content_block_delta", "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": "{\"city\": "}}),
+            ),
+            named(
+                "content_block_delta",
+                serde_json::json!({"type": "content_block_delta", "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": "\"Paris\"}"}}),
+            ),
+            named(
+                "content_block_stop",
+                serde_json::json!({"type": "content_block_stop", "index": 1}),
+            ),
+        ]);
+        parts.extend(anthropic_message_end("tool_use", thinking.len() + 9));
+        Reply::sse(parts)
+    }
+
+    /// A `redacted_thinking` block carrying `data` (arriving whole, as the
+    /// guide's "Thinking redaction" shows), then a text block of `text`.
+    pub fn anthropic_redacted_then_text(data: &str, text: &[&str]) -> Reply {
+        let mut parts = vec![
+            anthropic_message_start("msg_t3"),
+            named(
+                "content_block_start",
+                serde_json::json!({"type": "content_block_start", "index": 0,
+                "content_block": {"type": "redacted_thinking", "data": data}}),
+            ),
+            named(
+                "content_block_stop",
+                serde_json::json!({"type": "content_block_stop", "index": 0}),
+            ),
+        ];
+        parts.extend(anthropic_text_block(1, text));
+        parts.extend(anthropic_message_end("end_turn", 8 + text.len()));
+        Reply::sse(parts)
+    }
+
+    /// A thinking block that ends without its `signature_delta` (which the
+    /// server must refuse: it could not be sent back), then a text block.
+    pub fn anthropic_thinking_unsigned(thinking: &[&str], text: &[&str]) -> Reply {
+        let mut parts = vec![anthropic_message_start("msg_t4")];
+        parts.extend(anthropic_thinking_block(0, thinking, None));
+        parts.extend(anthropic_text_block(1, text));
+        parts.extend(anthropic_message_end(
+            "end_turn",
+            thinking.len() + text.len(),
+        ));
+        Reply::sse(parts)
+    }
+
     /// An error answer with a JSON body as the providers send them.
     pub fn error(status: u16, message: &str) -> Reply {
         let body = serde_json::json!({"error": {"message": message, "type": "fake_error"}});
@@ -368,6 +631,9 @@ impl FakeProvider {
             api_key_env: None,
             max_tokens: None,
             context_tokens: None,
+            input: None,
+            reasoning: None,
+            max_output_tokens: None,
         }
     }
 
@@ -551,12 +817,16 @@ fn is_openai_stream(reply: &Reply) -> bool {
 }
 
 /// The answer an OpenAI-compatible provider gives to `stream: false` for
-/// the same script: the chunks' text, tool calls (fragments joined by
-/// index), finish reason and usage as one `chat.completion` object.
+/// the same script: the chunks' text, reasoning (in the field the chunks
+/// used), tool calls (fragments joined by index), finish reason and usage
+/// as one `chat.completion` object.
 fn whole(reply: &Reply) -> Whole {
     use serde_json::{Value, json};
     let mut pause = Duration::ZERO;
     let mut content = String::new();
+    // The reasoning and the field it came in (`reasoning_content` or
+    // `reasoning`), which the whole answer's message uses too.
+    let mut reasoning: Option<(&str, String)> = None;
     let mut calls: std::collections::BTreeMap<u64, (String, String, String)> = Default::default();
     let mut finish = Value::Null;
     let mut usage = Value::Null;
@@ -588,6 +858,14 @@ fn whole(reply: &Reply) -> Whole {
         if let Some(piece) = choice["delta"]["content"].as_str() {
             content.push_str(piece);
         }
+        for field in ["reasoning_content", "reasoning"] {
+            if let Some(piece) = choice["delta"][field].as_str() {
+                reasoning
+                    .get_or_insert_with(|| (field, String::new()))
+                    .1
+                    .push_str(piece);
+            }
+        }
         for call in choice["delta"]["tool_calls"]
             .as_array()
             .into_iter()
@@ -611,6 +889,9 @@ fn whole(reply: &Reply) -> Whole {
         }
     }
     let mut message = json!({"role": "assistant", "content": content});
+    if let Some((field, text)) = reasoning {
+        message[field] = json!(text);
+    }
     if !calls.is_empty() {
         message["tool_calls"] = calls
             .into_values()

@@ -17,6 +17,7 @@ pub mod hostile_peers;
 pub mod mcp_pager;
 pub mod mcp_peers;
 pub mod otlp;
+pub mod provider_types;
 pub mod resources;
 pub mod strict_oauth;
 

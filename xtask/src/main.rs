@@ -954,6 +954,7 @@ const PYTHON_REQUIREMENTS: &[&str] = &[
     "schemathesis==4.32.*",
     "aiosmtpd==1.4.6",
     "openai==3.54.0",
+    "anthropic==2.17.0",
     // The webhook receiver of the webhooks tests verifies deliveries with
     // the official Standard Webhooks library.
     "standardwebhooks==1.1.0",

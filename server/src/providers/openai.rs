@@ -13,12 +13,31 @@
 //! (`choices[0].message` with `content` and `tool_calls`, `finish_reason`,
 //! `usage`), read up to [`MAX_WHOLE_ANSWER`] bytes and turned into the same
 //! events a stream would have given.
+//!
+//! Attachments of a user message go as content parts before its text, as
+//! OpenAI's "Images and vision" and "File inputs" guides show: an image as
+//! an `image_url` part holding a `data:` URL (with its `detail`), a PDF as
+//! a `file` part with `file_data` (a `data:application/pdf;base64,` URL)
+//! and its `filename`. A message without attachments keeps a plain string.
+//!
+//! Reasoning: [`Reasoning::Effort`] is sent as `reasoning_effort` (OpenAI's
+//! "Reasoning models" guide); with any reasoning asked for, no
+//! `temperature` is sent (reasoning models refuse one). Reasoning text
+//! arrives as `delta.reasoning_content` (DeepSeek's "Reasoning Model"
+//! guide, vLLM's "Reasoning Outputs") or `delta.reasoning` (OpenRouter and
+//! later vLLM releases; a server that sends both gives the same text
+//! twice, so `reasoning_content` wins), in a whole answer as
+//! `message.reasoning_content` / `message.reasoning`; OpenAI itself reports
+//! only a count, `usage.completion_tokens_details.reasoning_tokens`. An
+//! assistant message's reasoning is never sent back: DeepSeek's guide says
+//! a `reasoning_content` in the input messages is answered with a 400.
 
 use super::sse::{self, Decoder};
 use super::{
-    ChatEvent, ChatModel, ChatRequest, ChatStream, FinishReason, ProviderError, ProviderErrorKind,
-    Role, ToolCall, Usage,
+    Attachment, ChatEvent, ChatMessage, ChatModel, ChatRequest, ChatStream, FinishReason,
+    ProviderError, ProviderErrorKind, Reasoning, Role, ToolCall, Usage,
 };
+use base64::Engine as _;
 use eventsource_stream::Event;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -75,7 +94,12 @@ impl OpenAiClient {
                     Role::Assistant => "assistant",
                     Role::Tool => "tool",
                 };
-                let mut message = json!({"role": role, "content": m.content});
+                let content = if m.role == Role::User && !m.attachments.is_empty() {
+                    content_parts(m)
+                } else {
+                    json!(m.content)
+                };
+                let mut message = json!({"role": role, "content": content});
                 if !m.tool_calls.is_empty() {
                     message["tool_calls"] = m
                         .tool_calls
@@ -120,11 +144,71 @@ impl OpenAiClient {
             };
             body[field] = json!(max);
         }
-        if let Some(t) = request.temperature {
+        if let Some(Reasoning::Effort(effort)) = request.reasoning {
+            body["reasoning_effort"] = json!(effort.as_str());
+        }
+        if let Some(t) = request.temperature
+            && request.reasoning.is_none()
+        {
             body["temperature"] = json!(t);
         }
         body
     }
+}
+
+/// A user message's content parts: its attachments, then its text (left
+/// out when empty).
+fn content_parts(message: &ChatMessage) -> Value {
+    let mut parts: Vec<Value> = message
+        .attachments
+        .iter()
+        .map(|attachment| match attachment {
+            Attachment::Image {
+                media_type,
+                data,
+                detail,
+                ..
+            } => json!({"type": "image_url", "image_url": {
+                "url": data_url(media_type, data),
+                "detail": detail_name(*detail),
+            }}),
+            Attachment::Pdf { filename, data, .. } => json!({"type": "file", "file": {
+                "filename": filename,
+                "file_data": data_url("application/pdf", data),
+            }}),
+        })
+        .collect();
+    if !message.content.is_empty() {
+        parts.push(json!({"type": "text", "text": message.content}));
+    }
+    Value::Array(parts)
+}
+
+/// `data:<media_type>;base64,<data>`.
+fn data_url(media_type: &str, data: &[u8]) -> String {
+    format!(
+        "data:{media_type};base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(data)
+    )
+}
+
+/// OpenAI's name of an image's `detail`.
+fn detail_name(detail: crate::media::ImageDetail) -> &'static str {
+    match detail {
+        crate::media::ImageDetail::Low => "low",
+        crate::media::ImageDetail::High => "high",
+        crate::media::ImageDetail::Auto => "auto",
+    }
+}
+
+/// The reasoning text of a delta or a whole answer's message:
+/// `reasoning_content`, else `reasoning` (never both: a server sending
+/// both sends the same text twice).
+fn reasoning_text(object: &Value) -> Option<&str> {
+    ["reasoning_content", "reasoning"]
+        .iter()
+        .filter_map(|key| object.get(*key).and_then(Value::as_str))
+        .find(|text| !text.is_empty())
 }
 
 #[async_trait::async_trait]
@@ -233,8 +317,8 @@ fn finish_reason(text: &str) -> FinishReason {
 }
 
 /// The events of a `chat.completion` object (an answer not streamed): its
-/// text, its tool calls, its usage and why it finished, in the order a
-/// stream gives them.
+/// reasoning, its text, its tool calls, its usage and why it finished, in
+/// the order a stream gives them.
 fn completion_events(body: &[u8]) -> Result<Vec<ChatEvent>, ProviderError> {
     let completion: Value = serde_json::from_slice(body)
         .map_err(|e| malformed(&format!("the answer is not JSON: {e}")))?;
@@ -252,6 +336,9 @@ fn completion_events(body: &[u8]) -> Result<Vec<ChatEvent>, ProviderError> {
         .filter(|m| m.is_object())
         .ok_or_else(|| malformed("the choice has no message"))?;
     let mut out = Vec::new();
+    if let Some(reasoning) = reasoning_text(message) {
+        out.push(ChatEvent::Reasoning(reasoning.to_string()));
+    }
     if let Some(text) = message.get("content").and_then(Value::as_str)
         && !text.is_empty()
     {
@@ -296,13 +383,18 @@ fn reported_error(error: &Value, place: &str) -> ProviderError {
     )
 }
 
-/// A `usage` object's tokens.
+/// A `usage` object's tokens (`completion_tokens_details.reasoning_tokens`
+/// are among the completion tokens, as OpenAI counts them).
 fn usage(reported: &Value) -> Usage {
-    let n = |p: &str| reported.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
+    let n = |p: &str| {
+        let n = reported.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+        u32::try_from(n).unwrap_or(u32::MAX)
+    };
     Usage {
         input_tokens: n("/prompt_tokens"),
         output_tokens: n("/completion_tokens"),
         cached_tokens: n("/prompt_tokens_details/cached_tokens"),
+        reasoning_tokens: n("/completion_tokens_details/reasoning_tokens"),
     }
 }
 
@@ -341,6 +433,9 @@ impl Decoder for ChunkDecoder {
             return Ok(out);
         };
         if let Some(delta) = choice.get("delta") {
+            if let Some(reasoning) = reasoning_text(delta) {
+                out.push(ChatEvent::Reasoning(reasoning.to_string()));
+            }
             if let Some(text) = delta.get("content").and_then(Value::as_str)
                 && !text.is_empty()
             {
@@ -354,11 +449,11 @@ impl Decoder for ChunkDecoder {
                         entry.id = id.to_string();
                     }
                     if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
-                        entry.name.push_str(name);
+                        sse::append_bounded(&mut entry.name, name, "a tool call's name")?;
                     }
                     if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str)
                     {
-                        entry.arguments.push_str(args);
+                        sse::append_bounded(&mut entry.arguments, args, "a tool call's arguments")?;
                     }
                 }
             }
@@ -415,7 +510,8 @@ mod tests {
                 ChatEvent::Usage(Usage {
                     input_tokens: 7,
                     output_tokens: 2,
-                    cached_tokens: 3
+                    cached_tokens: 3,
+                    ..Default::default()
                 }),
                 ChatEvent::Finish(FinishReason::Stop),
             ]
@@ -494,6 +590,7 @@ mod tests {
             }],
             max_tokens: Some(10),
             temperature: None,
+            reasoning: None,
             whole: false,
         });
         assert_eq!(client.url, "http://x/v1/chat/completions");
@@ -547,7 +644,8 @@ mod tests {
                 ChatEvent::Usage(Usage {
                     input_tokens: 7,
                     output_tokens: 2,
-                    cached_tokens: 3
+                    cached_tokens: 3,
+                    ..Default::default()
                 }),
                 ChatEvent::Finish(FinishReason::ToolCalls),
             ]
@@ -580,5 +678,232 @@ mod tests {
             let error = completion_events(body).unwrap_err();
             assert_eq!(error.kind, kind, "{}", String::from_utf8_lossy(body));
         }
+    }
+
+    /// DeepSeek's "Reasoning Model (deepseek-reasoner)" stream: the
+    /// reasoning in `reasoning_content` deltas (with `content: null`), then
+    /// the answer in `content` deltas (with `reasoning_content: null`), the
+    /// usage with the finish reason, `[DONE]`.
+    #[tokio::test]
+    async fn deepseek_reasoning_content_then_content() {
+        let chunk = |delta: &str, tail: &str| {
+            format!(
+                "data: {{\"id\":\"1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"deepseek-reasoner\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"logprobs\":null{tail}}}]}}\n\n"
+            )
+        };
+        let text = [
+            chunk(r#"{"role":"assistant","content":null,"reasoning_content":""}"#, r#","finish_reason":null"#),
+            chunk(r#"{"content":null,"reasoning_content":"Okay, "}"#, r#","finish_reason":null"#),
+            chunk(r#"{"content":null,"reasoning_content":"9.8 > 9.11."}"#, r#","finish_reason":null"#),
+            chunk(r#"{"content":"9.8","reasoning_content":null}"#, r#","finish_reason":null"#),
+            chunk(r#"{"content":" is greater.","reasoning_content":null}"#, r#","finish_reason":null"#),
+            "data: {\"id\":\"1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\",\"reasoning_content\":null},\"logprobs\":null,\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":13,\"completion_tokens\":30,\"total_tokens\":43,\"prompt_tokens_details\":{\"cached_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":25},\"prompt_cache_hit_tokens\":0,\"prompt_cache_miss_tokens\":13}}\n\n".to_string(),
+            "data: [DONE]\n\n".to_string(),
+        ]
+        .concat();
+        let events: Vec<ChatEvent> = run(&text, ChunkDecoder::default())
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            events,
+            [
+                ChatEvent::Reasoning("Okay, ".into()),
+                ChatEvent::Reasoning("9.8 > 9.11.".into()),
+                ChatEvent::Text("9.8".into()),
+                ChatEvent::Text(" is greater.".into()),
+                ChatEvent::Usage(Usage {
+                    input_tokens: 13,
+                    output_tokens: 30,
+                    cached_tokens: 0,
+                    reasoning_tokens: 25,
+                }),
+                ChatEvent::Finish(FinishReason::Stop),
+            ]
+        );
+    }
+
+    /// `delta.reasoning` (OpenRouter and others); a server that sends
+    /// `reasoning_content` and `reasoning` with the same text gives it once.
+    #[tokio::test]
+    async fn reasoning_field_and_both_fields() {
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\",\"reasoning\":\"Let me think.\"}}]}\n\n\
+                    data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\" Twice?\",\"reasoning\":\" Twice?\"}}]}\n\n\
+                    data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Done\",\"reasoning\":null},\"finish_reason\":\"stop\"}]}\n\n\
+                    data: [DONE]\n\n";
+        let events: Vec<ChatEvent> = run(text, ChunkDecoder::default())
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            events,
+            [
+                ChatEvent::Reasoning("Let me think.".into()),
+                ChatEvent::Reasoning(" Twice?".into()),
+                ChatEvent::Text("Done".into()),
+                ChatEvent::Finish(FinishReason::Stop),
+            ]
+        );
+    }
+
+    /// OpenAI's usage chunk of a reasoning model (the chat completions
+    /// reference's `completion_tokens_details`).
+    #[tokio::test]
+    async fn openai_reasoning_tokens_in_usage() {
+        let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Yes\"},\"finish_reason\":\"stop\"}]}\n\n\
+                    data: {\"choices\":[],\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":150,\"total_tokens\":170,\"prompt_tokens_details\":{\"cached_tokens\":0,\"audio_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":128,\"audio_tokens\":0,\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}}\n\n\
+                    data: [DONE]\n\n";
+        let events: Vec<ChatEvent> = run(text, ChunkDecoder::default())
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            events[1],
+            ChatEvent::Usage(Usage {
+                input_tokens: 20,
+                output_tokens: 150,
+                cached_tokens: 0,
+                reasoning_tokens: 128,
+            })
+        );
+    }
+
+    #[test]
+    fn a_whole_answers_reasoning_comes_before_its_text() {
+        for key in ["reasoning_content", "reasoning"] {
+            let body = format!(
+                r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","content":"9.8","{key}":"Compare."}},"finish_reason":"stop"}}],
+                   "usage":{{"prompt_tokens":5,"completion_tokens":9,"completion_tokens_details":{{"reasoning_tokens":6}}}}}}"#
+            );
+            assert_eq!(
+                completion_events(body.as_bytes()).unwrap(),
+                [
+                    ChatEvent::Reasoning("Compare.".into()),
+                    ChatEvent::Text("9.8".into()),
+                    ChatEvent::Usage(Usage {
+                        input_tokens: 5,
+                        output_tokens: 9,
+                        cached_tokens: 0,
+                        reasoning_tokens: 6,
+                    }),
+                    ChatEvent::Finish(FinishReason::Stop),
+                ],
+                "{key}"
+            );
+        }
+    }
+
+    fn image(detail: crate::media::ImageDetail) -> Attachment {
+        Attachment::Image {
+            media_type: "image/png".into(),
+            data: bytes::Bytes::from_static(b"\x89PNG"),
+            width: 1,
+            height: 1,
+            detail,
+        }
+    }
+
+    #[test]
+    fn attachments_are_parts_before_the_text() {
+        use crate::media::ImageDetail;
+        let client = OpenAiClient::new(reqwest::Client::new(), "http://x/v1", None, "gpt-4o");
+        let mut user = ChatMessage::user("What is in these?");
+        user.attachments = vec![
+            image(ImageDetail::Auto),
+            image(ImageDetail::Low),
+            image(ImageDetail::High),
+            Attachment::Pdf {
+                filename: "report.pdf".into(),
+                data: bytes::Bytes::from_static(b"%PDF-1.7"),
+                pages: 1,
+            },
+        ];
+        let body = client.body(&ChatRequest {
+            messages: vec![
+                ChatMessage::system("be brief"),
+                user,
+                ChatMessage::user("plain"),
+            ],
+            ..Default::default()
+        });
+        assert_eq!(body["messages"][0]["content"], "be brief");
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw==", "detail": "auto"}},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw==", "detail": "low"}},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw==", "detail": "high"}},
+                {"type": "file", "file": {"filename": "report.pdf",
+                                          "file_data": "data:application/pdf;base64,JVBERi0xLjc="}},
+                {"type": "text", "text": "What is in these?"},
+            ])
+        );
+        // Without attachments, the content stays a string.
+        assert_eq!(body["messages"][2]["content"], "plain");
+
+        // An attachment without text: no empty text part.
+        let mut only = ChatMessage::user("");
+        only.attachments = vec![image(ImageDetail::Auto)];
+        let body = client.body(&ChatRequest {
+            messages: vec![only],
+            ..Default::default()
+        });
+        assert_eq!(body["messages"][0]["content"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn reasoning_effort_replaces_temperature() {
+        use crate::providers::ReasoningEffort;
+        let client = OpenAiClient::new(reqwest::Client::new(), "http://x/v1", None, "o4-mini");
+        let request = |reasoning| ChatRequest {
+            messages: vec![ChatMessage::user("hi")],
+            temperature: Some(0.3),
+            reasoning,
+            ..Default::default()
+        };
+        for (effort, name) in [
+            (ReasoningEffort::Minimal, "minimal"),
+            (ReasoningEffort::Low, "low"),
+            (ReasoningEffort::Medium, "medium"),
+            (ReasoningEffort::High, "high"),
+        ] {
+            let body = client.body(&request(Some(Reasoning::Effort(effort))));
+            assert_eq!(body["reasoning_effort"], name);
+            assert!(body.get("temperature").is_none(), "{body}");
+        }
+        // A budget is Anthropic's: nothing of it is sent, nor a temperature.
+        let body = client.body(&request(Some(Reasoning::Budget(2048))));
+        assert!(body.get("reasoning_effort").is_none(), "{body}");
+        assert!(body.get("temperature").is_none(), "{body}");
+        // Without reasoning, the temperature is sent.
+        let body = client.body(&request(None));
+        assert!(body.get("reasoning_effort").is_none(), "{body}");
+        assert_eq!(body["temperature"], json!(0.3f32));
+    }
+
+    #[test]
+    fn an_assistants_reasoning_is_not_sent_back() {
+        let client = OpenAiClient::new(reqwest::Client::new(), "http://x/v1", None, "deepseek");
+        let mut assistant = ChatMessage::assistant("");
+        assistant.reasoning = vec![crate::providers::ReasoningBlock::Thinking {
+            thinking: "hmm".into(),
+            signature: "sig".into(),
+        }];
+        assistant.tool_calls.push(ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: "{}".into(),
+        });
+        let body = client.body(&ChatRequest {
+            messages: vec![ChatMessage::user("hi"), assistant],
+            ..Default::default()
+        });
+        let message = body["messages"][1].as_object().unwrap();
+        let mut keys: Vec<&str> = message.keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["content", "role", "tool_calls"]);
     }
 }
