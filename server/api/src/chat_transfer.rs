@@ -1,9 +1,12 @@
 //! Types of chat export and import (`GET /api/chat/export`, `GET
-//! /api/chat/export_all`, `POST /api/chat/import`; issue #35).
+//! /api/chat/export_all`, `POST /api/chat/import`).
 //!
 //! The JSON export is a [`ChatExportDocument`] (`format`
 //! `workspace.chat.v1`): every message of each chat's tree with its parent,
 //! and the chat's active leaf, so that importing it gives the same tree.
+//! An answer's reasoning travels apart from its content
+//! ([`ExportedMessage::reasoning`]); files written before that field
+//! existed import as before, without reasoning.
 
 use crate::chat::{ChatMessageStatus, ChatRole, ChatSettings, ChatStatus};
 use chrono::{DateTime, Utc};
@@ -106,6 +109,11 @@ pub struct ExportedMessage {
     pub role: ChatRole,
     /// The text, verbatim.
     pub content: String,
+    /// On an answer: the model's reasoning (its thinking), apart from its
+    /// content (`null`: none). An import reads it back as the answer's
+    /// reasoning; absent in files exported before it existed.
+    #[schemars(with = "crate::schema::Nullable<String>")]
+    pub reasoning: Option<String>,
     pub status: ChatMessageStatus,
     /// The model that answered, when it is one of this service's.
     #[schemars(with = "crate::schema::Nullable<Uuid>")]
@@ -184,8 +192,9 @@ pub struct ImportedChat {
     /// The messages stored.
     pub messages: u32,
     /// The file's messages left out: system and tool messages, hidden
-    /// ones, and nodes without a message (their children follow the
-    /// nearest message kept above them).
+    /// ones, ChatGPT's reasoning nodes (their thoughts become the next
+    /// answer's `reasoning`), and nodes without a message (their children
+    /// follow the nearest message kept above them).
     pub messages_left_out: u32,
 }
 

@@ -1,10 +1,12 @@
-//! Chat export and import (issue #35): files of ChatGPT, Open WebUI,
+//! Chat export and import: files of ChatGPT, Open WebUI,
 //! Claude and LibreChat and this service's own export become the caller's
 //! chats with their trees (branches, the active path); the JSON export
 //! reads back into the same tree; Markdown shows the active path; the
 //! exports stream; hostile files (other formats, broken trees, cycles,
 //! huge messages, too many messages, deep nesting, oversized bodies,
-//! another user's ids) are refused or reported. Imports run on one
+//! another user's ids) are refused or reported. Each format's thinking
+//! becomes the answer's reasoning, never its content, bounded like a live
+//! answer's, and travels through the JSON export. Imports run on one
 //! instance and are read on another.
 
 use futures::TryStreamExt;
@@ -87,6 +89,7 @@ struct Stored {
     on_path: bool,
     model_id: Option<Uuid>,
     metadata: Value,
+    reasoning: Option<String>,
 }
 
 /// The chat's messages in creation order, after checking that its tree
@@ -97,7 +100,7 @@ async fn stored_tree(cx: &TestContext, chat: Uuid) -> Vec<Stored> {
     let rows = db
         .query(
             "SELECT id, parent_message_id, role, content, depth, sibling_index, children, \
-                 on_path, model_id, metadata, selected_at \
+                 on_path, model_id, metadata, reasoning, selected_at \
              FROM chat_messages WHERE chat_id = $1 ORDER BY seq",
             &[&chat],
         )
@@ -116,6 +119,7 @@ async fn stored_tree(cx: &TestContext, chat: Uuid) -> Vec<Stored> {
             on_path: r.get("on_path"),
             model_id: r.get("model_id"),
             metadata: r.get("metadata"),
+            reasoning: r.get("reasoning"),
         })
         .collect();
     let by_id: HashMap<Uuid, &Stored> = messages.iter().map(|m| (m.id, m)).collect();
@@ -1066,5 +1070,298 @@ async fn an_imported_message_of_a_user_role_is_a_question() {
     let a = detail.messages.iter().find(|m| m.content == "6").unwrap();
     assert_eq!(a.role, ChatRole::Model);
     assert_eq!(a.metadata["imported_from"], "chatgpt");
+    cx.teardown().await;
+}
+
+/// A node of a ChatGPT `mapping` whose message is `role`'s with `content`
+/// (`Value::Null`: a node without a message).
+fn gpt_node(
+    id: &str,
+    parent: Option<&str>,
+    children: &[&str],
+    role: &str,
+    content: Value,
+) -> Value {
+    let message = if content.is_null() {
+        Value::Null
+    } else {
+        json!({
+            "id": id,
+            "author": {"role": role, "name": null, "metadata": {}},
+            "create_time": 1_720_000_000.0 + id.len() as f64,
+            "content": content,
+            "status": "finished_successfully",
+            "weight": 1.0,
+            "metadata": {"model_slug": "o3"},
+            "recipient": "all",
+            "channel": null
+        })
+    };
+    json!({"id": id, "message": message, "parent": parent, "children": children})
+}
+
+/// A ChatGPT conversation of a reasoning model: the question, then (as
+/// ChatGPT writes them) a `thoughts` node, a `reasoning_recap` node and the
+/// answer; and a regenerated answer on a second branch with thoughts of
+/// its own.
+fn chatgpt_reasoning_conversation() -> Value {
+    let text = |t: &str| json!({"content_type": "text", "parts": [t]});
+    let thoughts = |summary: &str, content: &str| {
+        json!({"content_type": "thoughts", "thoughts": [
+            {"summary": summary, "content": content, "chunks": [], "finished": true}
+        ], "source_analysis_msg_id": "x"})
+    };
+    let recap = json!({"content_type": "reasoning_recap", "content": "Thought for 12 seconds"});
+    json!([{
+        "title": "Thinking", "conversation_id": "conv-thinking", "current_node": "a",
+        "create_time": 1_720_000_000.0, "update_time": 1_720_000_100.0,
+        "mapping": {
+            "root": gpt_node("root", None, &["q"], "system", Value::Null),
+            "q": gpt_node("q", Some("root"), &["t", "t2"], "user", text("What is 2+2?")),
+            "t": gpt_node("t", Some("q"), &["r"], "assistant",
+                thoughts("Adding numbers", "The user asks for 2+2. That is 4.")),
+            "r": gpt_node("r", Some("t"), &["a"], "assistant", recap.clone()),
+            "a": gpt_node("a", Some("r"), &[], "assistant", text("4")),
+            "t2": gpt_node("t2", Some("q"), &["r2"], "assistant",
+                thoughts("Checking", "Still 4.")),
+            "r2": gpt_node("r2", Some("t2"), &["a2"], "assistant", recap),
+            "a2": gpt_node("a2", Some("r2"), &[], "assistant", text("Four."))
+        }
+    }])
+}
+
+/// `(content, reasoning)` of each stored message, in creation order.
+async fn stored_reasoning(cx: &TestContext, chat: Uuid) -> Vec<(String, Option<String>)> {
+    stored_tree(cx, chat)
+        .await
+        .into_iter()
+        .map(|m| (m.content, m.reasoning))
+        .collect()
+}
+
+fn said(content: &str, reasoning: Option<&str>) -> (String, Option<String>) {
+    (content.to_string(), reasoning.map(str::to_string))
+}
+
+#[tokio::test]
+async fn chat_import_thinking_of_each_format_becomes_the_answers_reasoning() {
+    let cx = TestContext::new("chat_import_reasoning").await;
+    let ada = cx.user("reasoning-ada").await;
+    let org = ada.personal_org().await;
+    let client = &ada.client;
+
+    // ChatGPT: the thoughts go to the answer below them (each branch its
+    // own), the recap is dropped; the messages are the ones people saw.
+    let result = import(
+        client,
+        org,
+        ChatImportFormat::Chatgpt,
+        &chatgpt_reasoning_conversation(),
+    )
+    .await;
+    let imported = &result.imported[0];
+    assert_eq!(imported.messages, 3, "the question and its two answers");
+    assert_eq!(
+        imported.messages_left_out, 5,
+        "root, two thoughts, two recaps"
+    );
+    let chat = imported.chat_id;
+    assert_eq!(
+        stored_reasoning(&cx, chat).await,
+        [
+            said("What is 2+2?", None),
+            said(
+                "4",
+                Some("**Adding numbers**\n\nThe user asks for 2+2. That is 4.")
+            ),
+            said("Four.", Some("**Checking**\n\nStill 4.")),
+        ]
+    );
+    let tree = stored_tree(&cx, chat).await;
+    assert_eq!(
+        (tree[1].parent, tree[2].parent),
+        (Some(tree[0].id), Some(tree[0].id))
+    );
+    assert_eq!(stored_path(&cx, chat).await, ["What is 2+2?", "4"]);
+    // The chat as the API shows it: the reasoning apart from the answer.
+    let shown: Vec<(String, Option<String>)> = client
+        .chat_get()
+        .org_id(org)
+        .chat_id(chat)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .messages
+        .into_iter()
+        .map(|m| (m.content, m.reasoning))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            said("What is 2+2?", None),
+            said(
+                "4",
+                Some("**Adding numbers**\n\nThe user asks for 2+2. That is 4.")
+            ),
+        ]
+    );
+
+    // Open WebUI: the `<details type="reasoning">` block (quoted and
+    // escaped as Open WebUI writes it) leaves the content; an older
+    // `<think>` block too.
+    let owui = json!([{
+        "id": "owui-r", "title": "Sky",
+        "chat": {"history": {"currentId": "a", "messages": {
+            "u": {"id": "u", "parentId": null, "childrenIds": ["a"], "role": "user", "content": "Sky colour?"},
+            "a": {"id": "a", "parentId": "u", "childrenIds": ["u2"], "role": "assistant", "model": "qwq",
+                  "content": "<details type=\"reasoning\" done=\"true\" duration=\"3\">\n<summary>Thought for 3 seconds</summary>\n&gt; Rayleigh scattering &amp; short\n&gt; wavelengths &lt;500 nm.\n</details>\nBlue."},
+            "u2": {"id": "u2", "parentId": "a", "childrenIds": ["a2"], "role": "user", "content": "At night?"},
+            "a2": {"id": "a2", "parentId": "u2", "childrenIds": [], "role": "assistant",
+                   "content": "<think>\nNo sun.\n</think>\n\nBlack."}
+        }}, "messages": []}
+    }]);
+    let result = import(client, org, ChatImportFormat::Auto, &owui).await;
+    assert_eq!(result.format, ChatImportSource::Openwebui);
+    assert_eq!(
+        stored_reasoning(&cx, result.imported[0].chat_id).await,
+        [
+            said("Sky colour?", None),
+            said(
+                "Blue.",
+                Some("Rayleigh scattering & short\nwavelengths <500 nm.")
+            ),
+            said("At night?", None),
+            said("Black.", Some("No sun.")),
+        ]
+    );
+
+    // Claude: `thinking` blocks are reasoning, `text` blocks the content.
+    let claude = json!([{"uuid": "c-r", "name": "Greeting", "chat_messages": [
+        {"uuid": "m1", "sender": "human", "text": "Hi", "content": [{"type": "text", "text": "Hi"}]},
+        {"uuid": "m2", "sender": "assistant", "text": "Hello!", "content": [
+            {"type": "thinking", "thinking": "A greeting; greet back.", "summaries": [], "cut_off": false},
+            {"type": "text", "text": "Hello!"}
+        ]}
+    ]}]);
+    let result = import(client, org, ChatImportFormat::Auto, &claude).await;
+    assert_eq!(result.format, ChatImportSource::Claude);
+    assert_eq!(
+        stored_reasoning(&cx, result.imported[0].chat_id).await,
+        [
+            said("Hi", None),
+            said("Hello!", Some("A greeting; greet back."))
+        ]
+    );
+
+    // LibreChat: `think` parts are reasoning.
+    let libre = json!({"conversationId": "lc-r", "title": "Plan", "messages": [
+        {"messageId": "l1", "parentMessageId": "00000000-0000-0000-0000-000000000000", "isCreatedByUser": true, "text": "Plan a trip"},
+        {"messageId": "l2", "parentMessageId": "l1", "isCreatedByUser": false, "text": "", "content": [
+            {"type": "think", "think": "Ask where first."},
+            {"type": "text", "text": "Where to?"}
+        ]}
+    ]});
+    let result = import(client, org, ChatImportFormat::Auto, &libre).await;
+    assert_eq!(result.format, ChatImportSource::Librechat);
+    assert_eq!(
+        stored_reasoning(&cx, result.imported[0].chat_id).await,
+        [
+            said("Plan a trip", None),
+            said("Where to?", Some("Ask where first."))
+        ]
+    );
+
+    // A 1 MiB thinking block is cut to 256 KiB at a character boundary;
+    // the answer is kept whole.
+    let long = "ü".repeat(MIB / 2);
+    let claude = json!([{"uuid": "c-long", "name": "Long", "chat_messages": [
+        {"sender": "human", "text": "Think hard"},
+        {"sender": "assistant", "content": [
+            {"type": "thinking", "thinking": long},
+            {"type": "text", "text": "Done."}
+        ]}
+    ]}]);
+    let result = import(client, org, ChatImportFormat::Auto, &claude).await;
+    assert!(result.skipped.is_empty(), "{:?}", result.skipped);
+    let stored = stored_reasoning(&cx, result.imported[0].chat_id).await;
+    assert_eq!(stored[1].0, "Done.");
+    let reasoning = stored[1].1.as_deref().expect("the reasoning");
+    assert_eq!(reasoning.len(), 256 * 1024);
+    assert!(reasoning.chars().all(|c| c == 'ü'));
+    cx.teardown().await;
+}
+
+#[tokio::test]
+async fn chat_import_reasoning_survives_the_json_export() {
+    let cx = TestContext::new("chat_import_reasoning_trip").await;
+    let ada = cx.user("reasoning-trip-ada").await;
+    let org = ada.personal_org().await;
+    let client = &ada.client;
+    let result = import(
+        client,
+        org,
+        ChatImportFormat::Auto,
+        &chatgpt_reasoning_conversation(),
+    )
+    .await;
+    let chat = result.imported[0].chat_id;
+    let before = stored_reasoning(&cx, chat).await;
+
+    // JSON: `reasoning` on every message, null on the question (present
+    // on the wire as null, not left out).
+    let (bytes, typed) = export_json(client, org, Some(chat)).await;
+    let doc: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(doc["format"], "workspace.chat.v1");
+    for m in doc["chats"][0]["messages"].as_array().unwrap() {
+        assert!(m.as_object().unwrap().contains_key("reasoning"), "{m}");
+    }
+    let exported: Vec<(String, Option<String>)> = typed.chats[0]
+        .messages
+        .iter()
+        .map(|m| (m.content.clone(), m.reasoning.clone()))
+        .collect();
+    assert_eq!(exported, before);
+
+    // Markdown: the reasoning folded before the answer.
+    let markdown = String::from_utf8(
+        bytes_of(
+            client
+                .chat_export(org, chat, ChatExportFormat::Markdown)
+                .await
+                .unwrap(),
+        )
+        .await,
+    )
+    .unwrap();
+    assert_eq!(
+        markdown,
+        "# Thinking\n\n### User\n\nWhat is 2+2?\n\n### Assistant (o3)\n\n<details>\n\
+         <summary>Reasoning</summary>\n\n**Adding numbers**\n\nThe user asks for 2+2. That is \
+         4.\n\n</details>\n\n4\n\n"
+    );
+
+    // The export imports back with its reasoning.
+    let again = import(client, org, ChatImportFormat::Workspace, &doc).await;
+    assert_eq!(again.format, ChatImportSource::Workspace);
+    assert_eq!(
+        stored_reasoning(&cx, again.imported[0].chat_id).await,
+        before
+    );
+
+    // An export written before answers had reasoning still imports.
+    let mut older = doc.clone();
+    for m in older["chats"][0]["messages"].as_array_mut().unwrap() {
+        m.as_object_mut().unwrap().remove("reasoning");
+    }
+    let old = import(client, org, ChatImportFormat::Auto, &older).await;
+    let stored = stored_reasoning(&cx, old.imported[0].chat_id).await;
+    assert_eq!(
+        stored,
+        before
+            .iter()
+            .map(|(c, _)| (c.clone(), None))
+            .collect::<Vec<_>>()
+    );
     cx.teardown().await;
 }

@@ -4,7 +4,15 @@
 //! all optional and whose unknown fields are ignored).
 //!
 //! Each chat is read on its own ([`Lenient`]): a chat with wrong types is
-//! reported, the others are read. A file nested deeper than
+//! reported, the others are read.
+//!
+//! An answer's thinking becomes its reasoning, never its content:
+//! `workspace.chat.v1`'s `reasoning`; ChatGPT's `thoughts` nodes (handed
+//! to the next answer by [`super::tree`]; its `reasoning_recap` nodes are
+//! left out); Open WebUI's `<details type="reasoning">` blocks (and an
+//! older leading `<think>` block) taken out of the content; Claude's
+//! `thinking` content blocks; LibreChat's `think` content parts (and an
+//! older leading `:::thinking` block of its text). A file nested deeper than
 //! [`MAX_NESTING`] levels anywhere is refused first, by one scan without
 //! recursion (`invalid_import_file`); both passes then parse the bounded
 //! bytes with serde_json, whose recursion limit refuses the next level.
@@ -654,6 +662,7 @@ fn complete(role: ChatRole, content: String, created_at: Option<DateTime<Utc>>) 
     RawMessage {
         role,
         content,
+        reasoning: None,
         status: ChatMessageStatus::Complete,
         created_at,
         model_id: None,
@@ -663,6 +672,180 @@ fn complete(role: ChatRole, content: String, created_at: Option<DateTime<Utc>>) 
 
 fn archived(yes: bool) -> Option<ChatStatus> {
     yes.then_some(ChatStatus::Archived)
+}
+
+// ---- reasoning written into content ----
+
+/// The text of the content parts of type `kind`, each read from its field
+/// `field` (Claude's `{type: "thinking", thinking}`, LibreChat's `{type:
+/// "think", think}`) and passed through `clean`, joined by blank lines;
+/// `None` when there is none.
+fn typed_parts(
+    content: &Value,
+    kind: &str,
+    field: &str,
+    clean: fn(&str) -> &str,
+) -> Option<String> {
+    let Value::Array(parts) = content else {
+        return None;
+    };
+    let texts: Vec<&str> = parts
+        .iter()
+        .filter(|p| p.get("type").and_then(Value::as_str) == Some(kind))
+        .filter_map(|p| p.get(field).and_then(Value::as_str))
+        .map(clean)
+        .filter(|t| !t.is_empty())
+        .collect();
+    (!texts.is_empty()).then(|| texts.join("\n\n"))
+}
+
+/// A block `open` … `close` at the start of `text` (after white space):
+/// its inner text and what follows it; `None` without one (or without
+/// its end).
+fn leading_block<'a>(text: &'a str, open: &str, close: &str) -> Option<(&'a str, &'a str)> {
+    let rest = text.trim_start().strip_prefix(open)?;
+    let end = rest.find(close)?;
+    Some((&rest[..end], &rest[end + close.len()..]))
+}
+
+/// An Open WebUI answer's content without its reasoning, and the
+/// reasoning. Open WebUI keeps reasoning in the content, as
+/// `<details type="reasoning" done="true" duration="N">` blocks (a
+/// `<summary>` such as "Thought for N seconds", then the text, each line
+/// quoted with `> `, HTML-escaped by newer versions), anywhere (one per
+/// round of tool calls); older versions left a `<think>…</think>` block at
+/// the start. The blocks' text (without the summary, unquoted, unescaped)
+/// is the reasoning; the rest, the content. Content without such a block
+/// is returned unchanged.
+fn openwebui_reasoning(content: String) -> (String, Option<String>) {
+    let mut thoughts: Vec<String> = Vec::new();
+    let mut rest = content.as_str();
+    for (open, close) in [("<think>", "</think>"), ("<thinking>", "</thinking>")] {
+        if let Some((inner, after)) = leading_block(rest, open, close) {
+            thoughts.push(inner.trim().to_string());
+            rest = after;
+            break;
+        }
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    while let Some((start, body_start)) = reasoning_details(rest) {
+        kept.push(&rest[..start]);
+        let body = &rest[body_start..];
+        let (body, after) = match body.find("</details>") {
+            Some(end) => (&body[..end], &body[end + "</details>".len()..]),
+            None => (body, ""),
+        };
+        thoughts.push(details_text(body));
+        rest = after;
+    }
+    if thoughts.is_empty() {
+        return (content, None);
+    }
+    kept.push(rest);
+    let content = kept
+        .iter()
+        .map(|piece| piece.trim_matches(['\n', '\r']))
+        .filter(|piece| !piece.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let thoughts: Vec<String> = thoughts.into_iter().filter(|t| !t.is_empty()).collect();
+    (
+        content,
+        (!thoughts.is_empty()).then(|| thoughts.join("\n\n")),
+    )
+}
+
+/// Where the first `<details …>` tag whose `type` is `reasoning` starts in
+/// `text`, and where its body starts (after the tag).
+fn reasoning_details(text: &str) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(at) = text[from..].find("<details") {
+        let start = from + at;
+        let tag_end = text[start..].find('>').map(|e| start + e + 1)?;
+        let tag = &text[start..tag_end];
+        if tag.contains("type=\"reasoning\"") || tag.contains("type='reasoning'") {
+            return Some((start, tag_end));
+        }
+        from = tag_end;
+    }
+    None
+}
+
+/// The text of a reasoning block's body: without its `<summary>`, each
+/// line's quote (`> `, or `&gt; ` escaped) taken off, HTML entities
+/// unescaped.
+fn details_text(body: &str) -> String {
+    let mut body = body.trim_start();
+    if let Some((_, after)) = leading_block(body, "<summary>", "</summary>") {
+        body = after;
+    }
+    body.lines()
+        .map(|line| {
+            let line = ["&gt; ", "> ", "&gt;", ">"]
+                .iter()
+                .find_map(|quote| line.strip_prefix(quote))
+                .unwrap_or(line);
+            html_unescape(line)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string()
+}
+
+/// `text` with the entities an HTML escape writes (`&amp;`, `&lt;`,
+/// `&gt;`, `&quot;`, `&#x27;`, `&#39;`) read back, in one pass.
+fn html_unescape(text: &str) -> String {
+    const ENTITIES: [(&str, char); 6] = [
+        ("&amp;", '&'),
+        ("&lt;", '<'),
+        ("&gt;", '>'),
+        ("&quot;", '"'),
+        ("&#x27;", '\''),
+        ("&#39;", '\''),
+    ];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match ENTITIES.iter().find(|(e, _)| rest.starts_with(e)) {
+            Some((entity, c)) => {
+                out.push(*c);
+                rest = &rest[entity.len()..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` trimmed, without the `<think>` and `</think>` around it.
+fn without_think_tags(text: &str) -> &str {
+    let text = text.trim();
+    let text = text.strip_prefix("<think>").unwrap_or(text);
+    text.strip_suffix("</think>").unwrap_or(text).trim()
+}
+
+/// A LibreChat answer's content and reasoning: its `think` content parts
+/// (their `<think>` tags, when a model left them, taken off), or an older
+/// leading `:::thinking` … `:::` block of its text.
+fn librechat_reasoning(content: String, parts: &Value) -> (String, Option<String>) {
+    if let Some(think) = typed_parts(parts, "think", "think", without_think_tags) {
+        return (content, Some(think));
+    }
+    match leading_block(&content, ":::thinking", "\n:::") {
+        Some((inner, after)) => {
+            let reasoning = inner.trim().to_string();
+            let content = after.trim_start_matches(['\n', '\r']).to_string();
+            (content, (!reasoning.is_empty()).then_some(reasoning))
+        }
+        None => (content, None),
+    }
 }
 
 // ---- this service's export ----
@@ -703,6 +886,9 @@ struct WsMessage {
     role: Option<String>,
     #[serde(deserialize_with = "loose_text")]
     content: Option<String>,
+    /// Absent in files exported before answers had reasoning.
+    #[serde(deserialize_with = "loose_text")]
+    reasoning: Option<String>,
     #[serde(deserialize_with = "loose_text")]
     status: Option<String>,
     #[serde(deserialize_with = "loose_text")]
@@ -745,9 +931,11 @@ fn workspace(chat: WsChat) -> RawChat {
                 id: node_id(m.id, i),
                 parent: parent_of(m.parent_id),
                 children: Vec::new(),
+                thinking: None,
                 message: role.map(|role| RawMessage {
                     role,
                     content: m.content.unwrap_or_default(),
+                    reasoning: m.reasoning,
                     status,
                     created_at: m.created_at,
                     model_id: m.model_id.and_then(|id| Uuid::parse_str(&id).ok()),
@@ -835,6 +1023,8 @@ struct GptContent {
     parts: Vec<Value>,
     #[serde(deserialize_with = "loose_text")]
     text: Option<String>,
+    /// Of a `thoughts` message: `[{summary, content}]`.
+    thoughts: Value,
 }
 
 #[derive(Deserialize, Default)]
@@ -847,7 +1037,9 @@ struct GptMetadata {
 }
 
 /// The text of a ChatGPT message people saw, or `None` for what they
-/// did not (tool calls, reasoning, hidden context).
+/// did not (tool calls, hidden context, reasoning: `thoughts`, read by
+/// [`chatgpt_thoughts`], and `reasoning_recap`, a line such as "Thought
+/// for 12 seconds").
 fn chatgpt_text(content: &GptContent) -> Option<String> {
     match content.content_type.as_deref().unwrap_or("text") {
         "text" | "multimodal_text" => {
@@ -875,6 +1067,64 @@ fn chatgpt_text(content: &GptContent) -> Option<String> {
     }
 }
 
+/// The text of a reasoning model's `thoughts` message: each thought's
+/// summary (in bold, as ChatGPT shows it) and content, joined by blank
+/// lines; `None` when there is none.
+fn chatgpt_thoughts(thoughts: &Value) -> Option<String> {
+    let Value::Array(thoughts) = thoughts else {
+        return None;
+    };
+    let mut pieces = Vec::new();
+    for thought in thoughts {
+        let field = |k: &str| {
+            thought
+                .get(k)
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+        };
+        if let Some(summary) = field("summary") {
+            pieces.push(format!("**{summary}**"));
+        }
+        if let Some(content) = field("content") {
+            pieces.push(content.to_string());
+        }
+    }
+    (!pieces.is_empty()).then(|| pieces.join("\n\n"))
+}
+
+/// A ChatGPT message as a message to keep (what people saw), or as the
+/// thinking of a left-out node (a `thoughts` message), or neither.
+fn chatgpt_message(
+    m: GptMessage,
+    default_model: &Option<String>,
+) -> (Option<RawMessage>, Option<String>) {
+    let role = match m.author.role.as_deref() {
+        Some("user") => ChatRole::User,
+        Some("assistant") => ChatRole::Model,
+        _ => return (None, None),
+    };
+    if role == ChatRole::Model && m.content.content_type.as_deref() == Some("thoughts") {
+        return (None, chatgpt_thoughts(&m.content.thoughts));
+    }
+    let to_people = m.recipient.as_deref().is_none_or(|r| r == "all");
+    if m.metadata.is_visually_hidden_from_conversation || !to_people {
+        return (None, None);
+    }
+    let Some(content) = chatgpt_text(&m.content) else {
+        return (None, None);
+    };
+    let model = match role {
+        ChatRole::Model => m.metadata.model_slug.or_else(|| default_model.clone()),
+        ChatRole::User => None,
+    };
+    let message = RawMessage {
+        model,
+        ..complete(role, content, m.create_time)
+    };
+    (Some(message), None)
+}
+
 fn chatgpt(c: GptConversation) -> RawChat {
     let default_model = c.default_model_slug;
     let nodes = c
@@ -883,31 +1133,16 @@ fn chatgpt(c: GptConversation) -> RawChat {
         .map(|(key, value)| {
             // A node of the wrong shape is a node without a message.
             let node: GptNode = serde_json::from_value(value).unwrap_or_default();
-            let message = node.message.and_then(|m| {
-                let role = match m.author.role.as_deref() {
-                    Some("user") => ChatRole::User,
-                    Some("assistant") => ChatRole::Model,
-                    _ => return None,
-                };
-                let to_people = m.recipient.as_deref().is_none_or(|r| r == "all");
-                if m.metadata.is_visually_hidden_from_conversation || !to_people {
-                    return None;
-                }
-                let content = chatgpt_text(&m.content)?;
-                let model = match role {
-                    ChatRole::Model => m.metadata.model_slug.or_else(|| default_model.clone()),
-                    ChatRole::User => None,
-                };
-                Some(RawMessage {
-                    model,
-                    ..complete(role, content, m.create_time)
-                })
-            });
+            let (message, thinking) = match node.message {
+                Some(m) => chatgpt_message(m, &default_model),
+                None => (None, None),
+            };
             RawNode {
                 id: node.id.filter(|i| *i == key).unwrap_or(key),
                 parent: parent_of(node.parent),
                 children: node.children.into_iter().filter_map(text_of).collect(),
                 message,
+                thinking,
             }
         })
         .collect();
@@ -1020,12 +1255,21 @@ fn openwebui_node(m: OwuiMessage, key: Option<String>, position: usize) -> RawNo
         id: node_id(m.id.or(key), position),
         parent: parent_of(m.parent_id),
         children: m.children_ids.into_iter().filter_map(text_of).collect(),
-        message: role.map(|role| RawMessage {
-            model: match role {
-                ChatRole::Model => m.model.or(m.model_name),
-                ChatRole::User => None,
-            },
-            ..complete(role, parts_text(&m.content), m.timestamp)
+        thinking: None,
+        message: role.map(|role| {
+            let text = parts_text(&m.content);
+            let (content, reasoning) = match role {
+                ChatRole::Model => openwebui_reasoning(text),
+                ChatRole::User => (text, None),
+            };
+            RawMessage {
+                model: match role {
+                    ChatRole::Model => m.model.or(m.model_name),
+                    ChatRole::User => None,
+                },
+                reasoning,
+                ..complete(role, content, m.timestamp)
+            }
         }),
     }
 }
@@ -1117,20 +1361,28 @@ fn claude(c: ClaudeConversation) -> RawChat {
             _ => None,
         };
         let text = m.text.filter(|t| !t.is_empty());
+        // With thinking blocks, the text blocks are the answer (whatever
+        // the `text` field made of the others).
+        let reasoning = typed_parts(&m.content, "thinking", "thinking", str::trim);
+        let from_blocks = reasoning
+            .as_ref()
+            .map(|_| parts_text(&m.content))
+            .filter(|t| !t.is_empty());
+        let content = from_blocks
+            .or(text)
+            .unwrap_or_else(|| parts_text(&m.content));
         nodes.push(RawNode {
             id,
             parent,
             children: Vec::new(),
+            thinking: None,
             message: role.map(|role| RawMessage {
                 model: match role {
                     ChatRole::Model => c.model.clone(),
                     ChatRole::User => None,
                 },
-                ..complete(
-                    role,
-                    text.unwrap_or_else(|| parts_text(&m.content)),
-                    m.created_at,
-                )
+                reasoning: reasoning.filter(|_| role == ChatRole::Model),
+                ..complete(role, content, m.created_at)
             }),
         });
     }
@@ -1209,20 +1461,23 @@ fn librechat(c: LibreConversation) -> RawChat {
             ChatRole::Model
         };
         let text = m.text.filter(|t| !t.is_empty());
+        let content = text.unwrap_or_else(|| parts_text(&m.content));
+        let (content, reasoning) = match role {
+            ChatRole::Model => librechat_reasoning(content, &m.content),
+            ChatRole::User => (content, None),
+        };
         nodes.push(RawNode {
             id,
             parent: parent_of(m.parent_message_id).or(enclosing),
             children: Vec::new(),
+            thinking: None,
             message: Some(RawMessage {
                 model: match role {
                     ChatRole::Model => m.model.or_else(|| c.model.clone()),
                     ChatRole::User => None,
                 },
-                ..complete(
-                    role,
-                    text.unwrap_or_else(|| parts_text(&m.content)),
-                    m.created_at,
-                )
+                reasoning,
+                ..complete(role, content, m.created_at)
             }),
         });
     }
@@ -1360,6 +1615,90 @@ mod tests {
         );
         assert!(
             matches!(&parsed.entries[3], Entry::Invalid { message, .. } if message.contains("not a chat"))
+        );
+    }
+
+    /// The messages of the file's first chat: (content, reasoning), with
+    /// the thinking of left-out nodes as ("", thinking).
+    fn read_one(text: &str) -> Vec<(String, Option<String>)> {
+        let parsed = parse(text.as_bytes(), ChatImportFormat::Auto).unwrap();
+        let Some(Entry::Chat(chat)) = parsed.entries.into_iter().next() else {
+            panic!("a chat");
+        };
+        chat.nodes
+            .into_iter()
+            .filter_map(|n| match (n.message, n.thinking) {
+                (Some(m), _) => Some((m.content, m.reasoning)),
+                (None, Some(t)) => Some((String::new(), Some(t))),
+                (None, None) => None,
+            })
+            .collect()
+    }
+
+    fn pair(content: &str, reasoning: Option<&str>) -> (String, Option<String>) {
+        (content.to_string(), reasoning.map(str::to_string))
+    }
+
+    #[test]
+    fn chatgpt_thoughts_are_thinking_and_the_recap_is_left_out() {
+        let text = r#"[{"mapping":{
+            "1q":{"id":"1q","parent":null,"message":{"author":{"role":"user"},"content":{"content_type":"text","parts":["Why?"]}}},
+            "2t":{"id":"2t","parent":"1q","message":{"author":{"role":"assistant"},"content":{"content_type":"thoughts","thoughts":[{"summary":"Looking","content":"Because."},{"summary":"","content":"Sure."}]}}},
+            "3r":{"id":"3r","parent":"2t","message":{"author":{"role":"assistant"},"content":{"content_type":"reasoning_recap","content":"Thought for 2 seconds"}}},
+            "4a":{"id":"4a","parent":"3r","message":{"author":{"role":"assistant"},"content":{"content_type":"text","parts":["Because."]}}}}}]"#;
+        assert_eq!(
+            read_one(text),
+            [
+                pair("Why?", None),
+                pair("", Some("**Looking**\n\nBecause.\n\nSure.")),
+                pair("Because.", None)
+            ]
+        );
+    }
+
+    #[test]
+    fn open_webui_reasoning_blocks_leave_the_content() {
+        let (content, reasoning) = openwebui_reasoning(
+            "<details type=\"reasoning\" done=\"true\" duration=\"3\">\n<summary>Thought for 3 \
+             seconds</summary>\n&gt; a &lt;b&gt; &amp;amp;\n&gt; \n&gt; c\n</details>\n\
+             <details type=\"tool_calls\" done=\"true\">x</details>\nAnswer\n\
+             <details type=\"reasoning\" done=\"true\">\n<summary>S</summary>\n> d\n</details>\nMore"
+                .to_string(),
+        );
+        assert_eq!(
+            content,
+            "<details type=\"tool_calls\" done=\"true\">x</details>\nAnswer\n\nMore"
+        );
+        assert_eq!(reasoning.as_deref(), Some("a <b> &amp;\n\nc\n\nd"));
+        let (content, reasoning) = openwebui_reasoning("<think>\nhm\n</think>\n\nYes".into());
+        assert_eq!(
+            (content.as_str(), reasoning.as_deref()),
+            ("Yes", Some("hm"))
+        );
+        let plain = "  <details>\nkept</details> text\n".to_string();
+        assert_eq!(openwebui_reasoning(plain.clone()), (plain, None));
+    }
+
+    #[test]
+    fn claude_thinking_blocks_and_librechat_think_parts_are_reasoning() {
+        let claude = r#"[{"uuid":"c","chat_messages":[
+            {"sender":"human","text":"Hi","content":[{"type":"text","text":"Hi"}]},
+            {"sender":"assistant","text":"placeholder","content":[{"type":"thinking","thinking":"Greet back."},{"type":"text","text":"Hello!"}]}]}]"#;
+        assert_eq!(
+            read_one(claude),
+            [pair("Hi", None), pair("Hello!", Some("Greet back."))]
+        );
+        let libre = r#"{"conversationId":"l","messages":[
+            {"messageId":"1","isCreatedByUser":true,"text":"Hi"},
+            {"messageId":"2","parentMessageId":"1","isCreatedByUser":false,"text":"","content":[{"type":"think","think":"<think>Plan.</think>"},{"type":"text","text":"Hello!"}]},
+            {"messageId":"3","parentMessageId":"2","isCreatedByUser":false,"text":":::thinking\nOld.\n:::\nHey."}]}"#;
+        assert_eq!(
+            read_one(libre),
+            [
+                pair("Hi", None),
+                pair("Hello!", Some("Plan.")),
+                pair("Hey.", Some("Old."))
+            ]
         );
     }
 

@@ -1,10 +1,12 @@
-//! Chat export and import (issue #35).
+//! Chat export and import.
 //!
 //! Export ([`export`], [`export_all`]): one chat or all of the caller's
 //! chats in an organization, as a `ChatExportDocument` (the whole tree,
 //! parents before children, and each chat's leaf) or as Markdown (the
 //! active path), streamed through [`crate::app::doc_stream`] one page at a
-//! time.
+//! time. An answer's reasoning is written apart from its content: the
+//! message's `reasoning` in JSON, a folded `<details>` block before the
+//! answer in Markdown.
 //!
 //! Import ([`import`]): a file of this service's export or of another
 //! service's ([`formats`]) becomes chats of the caller, each built into
@@ -251,7 +253,10 @@ fn markdown_title(title: &str) -> String {
     format!("# {}\n\n", line.trim())
 }
 
-/// The message under its heading, its content verbatim, and a blank line.
+/// The message under its heading, its content verbatim, and a blank line;
+/// an answer's reasoning before its content, folded as GitHub and most
+/// Markdown viewers fold HTML: `<details><summary>Reasoning</summary>`,
+/// the text (Markdown inside, between blank lines), `</details>`.
 fn markdown_message(m: &ExportMessageRow) -> String {
     let heading = match (m.role, &m.model_name) {
         (ChatRole::User, _) => "### User".to_string(),
@@ -266,7 +271,33 @@ fn markdown_message(m: &ExportMessageRow) -> String {
     } else {
         "\n\n"
     };
-    format!("{heading}\n\n{}{end}", m.content)
+    let reasoning = match (m.role, m.reasoning.as_deref()) {
+        (ChatRole::Model, Some(r)) if !r.trim().is_empty() => format!(
+            "<details>\n<summary>Reasoning</summary>\n\n{}\n\n</details>\n\n",
+            folded(r.trim_end())
+        ),
+        _ => String::new(),
+    };
+    format!("{heading}\n\n{reasoning}{}{end}", m.content)
+}
+
+/// `text` as it can sit inside a `<details>` block: a `</details` of its
+/// own would close the block early, so its `<` is written `&lt;`.
+fn folded(text: &str) -> std::borrow::Cow<'_, str> {
+    const CLOSE: &str = "</details";
+    let lower = text.to_ascii_lowercase();
+    if !lower.contains(CLOSE) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut from = 0;
+    while let Some(at) = lower[from..].find(CLOSE) {
+        out.push_str(&text[from..from + at]);
+        out.push_str("&lt;");
+        from += at + 1;
+    }
+    out.push_str(&text[from..]);
+    std::borrow::Cow::Owned(out)
 }
 
 fn status_view(s: ChatStatus) -> ApiStatus {
@@ -286,6 +317,7 @@ fn message_view(m: ExportMessageRow) -> ExportedMessage {
             ChatRole::Model => ApiRole::Model,
         },
         content: m.content,
+        reasoning: m.reasoning,
         status: match m.status {
             ChatMessageStatus::Streaming => ApiMessageStatus::Streaming,
             ChatMessageStatus::Complete => ApiMessageStatus::Complete,
@@ -424,6 +456,7 @@ mod tests {
             parent_message_id: None,
             role,
             content: content.to_string(),
+            reasoning: None,
             status: ChatMessageStatus::Complete,
             model_id: None,
             model_name: model.map(str::to_string),
@@ -446,5 +479,23 @@ mod tests {
             markdown_message(&row(ChatRole::Model, "ok", None)),
             "### Assistant\n\nok\n\n"
         );
+    }
+
+    #[test]
+    fn markdown_folds_an_answers_reasoning_before_it() {
+        let mut answer = row(ChatRole::Model, "4", None);
+        answer.reasoning = Some("2+2 is **4**.\n".into());
+        assert_eq!(
+            markdown_message(&answer),
+            "### Assistant\n\n<details>\n<summary>Reasoning</summary>\n\n2+2 is **4**.\n\n\
+             </details>\n\n4\n\n"
+        );
+        answer.reasoning = Some("a </details> b </DETAILS>".into());
+        assert!(
+            markdown_message(&answer)
+                .contains("\n\na &lt;/details> b &lt;/DETAILS>\n\n</details>\n\n4")
+        );
+        answer.reasoning = Some(" ".into());
+        assert_eq!(markdown_message(&answer), "### Assistant\n\n4\n\n");
     }
 }

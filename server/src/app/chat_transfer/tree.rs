@@ -5,7 +5,14 @@
 //! checks a file can fail (duplicate ids, parents outside the chat,
 //! cycles, depth, message size). Every walk is iterative and linear in the
 //! number of nodes: no input can make it recurse or loop.
+//!
+//! Reasoning: an answer keeps its own (a file's thinking, read apart from
+//! the content by [`super::formats`]) and the thinking of the left-out
+//! nodes right above it (ChatGPT's `thoughts` nodes, see
+//! [`RawNode::thinking`]), cut to [`REASONING_MAX_BYTES`]; a question
+//! keeps none.
 
+use crate::app::answer::REASONING_MAX_BYTES;
 use crate::db::datastore::chat_transfer::{NewImportedChat, NewImportedMessage};
 use crate::db::enums::{ChatMessageStatus, ChatRole, ChatStatus};
 use chrono::{DateTime, Utc};
@@ -50,12 +57,20 @@ pub struct RawNode {
     /// in the file's order).
     pub children: Vec<String>,
     pub message: Option<RawMessage>,
+    /// On a node left out: thinking it showed (ChatGPT's `thoughts`),
+    /// which becomes part of the reasoning of the first answer below it
+    /// reached through left-out nodes only (a question in between ends
+    /// it; of several such answers, the first in the tree's order takes
+    /// it).
+    pub thinking: Option<String>,
 }
 
 #[derive(Debug)]
 pub struct RawMessage {
     pub role: ChatRole,
     pub content: String,
+    /// The model's thinking, apart from the content (an answer's only).
+    pub reasoning: Option<String>,
     pub status: ChatMessageStatus,
     pub created_at: Option<DateTime<Utc>>,
     /// Kept when it is one of this service's models.
@@ -303,6 +318,7 @@ pub fn build(raw: RawChat, source: ChatImportSource, now: DateTime<Utc>) -> Resu
     let before_now = now - chrono::Duration::milliseconds(1);
     let mut messages = Vec::with_capacity(kept_order.len());
     let mut nodes = raw.nodes;
+    hand_down_thinking(&mut nodes, &order, &parent);
     for &i in &kept_order {
         let node = std::mem::take(&mut nodes[i]);
         let Some(message) = node.message else {
@@ -321,6 +337,10 @@ pub fn build(raw: RawChat, source: ChatImportSource, now: DateTime<Utc>) -> Resu
             parent_id: kept_above[i].map(|p| ids[p]),
             role: message.role,
             content: message.content.replace('\0', ""),
+            reasoning: match message.role {
+                ChatRole::Model => message.reasoning.and_then(bounded_reasoning),
+                ChatRole::User => None,
+            },
             status: message.status,
             model_id: message.model_id,
             model_name: model,
@@ -353,6 +373,70 @@ pub fn build(raw: RawChat, source: ChatImportSource, now: DateTime<Utc>) -> Resu
     })
 }
 
+/// Gives the thinking of left-out nodes (see [`RawNode::thinking`]) to
+/// the answers below them: each answer's reasoning becomes the thinking
+/// above it, top first, then its own, joined by blank lines. `order` is a
+/// preorder of the nodes (parents first). Linear: a node's thinking is
+/// taken once, and a walk up stops at thinking already taken (everything
+/// above it was taken with it).
+fn hand_down_thinking(nodes: &mut [RawNode], order: &[usize], parent: &[Option<usize>]) {
+    let n = nodes.len();
+    // The nearest left-out node with thinking at or above each left-out
+    // node, in its run of left-out nodes; for such a node, the next one
+    // above it in the run.
+    let mut nearest: Vec<Option<usize>> = vec![None; n];
+    let mut next_up: Vec<Option<usize>> = vec![None; n];
+    for &i in order {
+        let above = parent[i]
+            .filter(|&p| nodes[p].message.is_none())
+            .and_then(|p| nearest[p]);
+        let Some(message) = nodes[i].message.as_ref() else {
+            if nodes[i].thinking.as_ref().is_some_and(|t| !t.is_empty()) {
+                next_up[i] = above;
+                nearest[i] = Some(i);
+            } else {
+                nearest[i] = above;
+            }
+            continue;
+        };
+        if message.role != ChatRole::Model {
+            continue;
+        }
+        let mut taken = Vec::new();
+        let mut at = above;
+        while let Some(j) = at {
+            let Some(text) = nodes[j].thinking.take() else {
+                break;
+            };
+            taken.push(text);
+            at = next_up[j];
+        }
+        if taken.is_empty() {
+            continue;
+        }
+        taken.reverse();
+        let own = nodes[i].message.as_mut().and_then(|m| m.reasoning.take());
+        taken.extend(own.filter(|t| !t.trim().is_empty()));
+        if let Some(message) = nodes[i].message.as_mut() {
+            message.reasoning = Some(taken.join("\n\n"));
+        }
+    }
+}
+
+/// Reasoning as an answer stores it: without NUL characters, at most
+/// [`REASONING_MAX_BYTES`] (cut at a character boundary), none when it is
+/// blank.
+pub fn bounded_reasoning(mut text: String) -> Option<String> {
+    if text.contains('\0') {
+        text = text.replace('\0', "");
+    }
+    if text.len() > REASONING_MAX_BYTES {
+        let end = text.floor_char_boundary(REASONING_MAX_BYTES);
+        text.truncate(end);
+    }
+    (!text.trim().is_empty()).then_some(text)
+}
+
 /// The format's name as `metadata.imported_from` says it.
 pub fn source_name(source: ChatImportSource) -> &'static str {
     match source {
@@ -372,6 +456,7 @@ mod tests {
         Some(RawMessage {
             role,
             content: content.to_string(),
+            reasoning: None,
             status: ChatMessageStatus::Complete,
             created_at: None,
             model_id: None,
@@ -385,6 +470,7 @@ mod tests {
             parent: parent.map(str::to_string),
             children: Vec::new(),
             message: m,
+            thinking: None,
         }
     }
 
@@ -513,6 +599,72 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(e.reason, ImportSkipReason::TooDeep);
+    }
+
+    fn thinking(id: &str, parent: &str, text: &str) -> RawNode {
+        RawNode {
+            thinking: Some(text.to_string()),
+            ..node(id, Some(parent), None)
+        }
+    }
+
+    fn reasoning(chat: &NewImportedChat) -> Vec<Option<&str>> {
+        chat.messages
+            .iter()
+            .map(|m| m.reasoning.as_deref())
+            .collect()
+    }
+
+    #[test]
+    fn thinking_of_left_out_nodes_goes_to_the_first_answer_below() {
+        let mut own = message(ChatRole::Model, "a2");
+        if let Some(m) = own.as_mut() {
+            m.reasoning = Some("own".into());
+        }
+        let c = built(chat(
+            vec![
+                node("q", None, message(ChatRole::User, "q")),
+                thinking("t1", "q", "first"),
+                node("recap", Some("t1"), None),
+                node("call", Some("recap"), None),
+                thinking("t2", "call", "second"),
+                node("a", Some("t2"), message(ChatRole::Model, "a")),
+                // A second answer under the same thinking: already taken.
+                node("b", Some("t2"), message(ChatRole::Model, "b")),
+                // A question between the thinking and an answer ends it.
+                thinking("t3", "a", "lost"),
+                node("q2", Some("t3"), message(ChatRole::User, "q2")),
+                node("a2", Some("q2"), own),
+            ],
+            Some("a2"),
+        ));
+        assert_eq!(contents(&c), ["q", "a", "q2", "a2", "b"]);
+        assert_eq!(
+            reasoning(&c),
+            [None, Some("first\n\nsecond"), None, Some("own"), None]
+        );
+        // The left-out nodes are counted as before; the answers sit under
+        // their nearest kept ancestors.
+        assert_eq!(c.messages[1].parent_id, Some(c.messages[0].id));
+        assert_eq!(c.messages[4].parent_id, Some(c.messages[0].id));
+        assert_eq!(c.messages[2].parent_id, Some(c.messages[1].id));
+    }
+
+    #[test]
+    fn reasoning_is_bounded_at_a_character_boundary() {
+        let long = format!("x{}", "é".repeat(REASONING_MAX_BYTES));
+        let cut = bounded_reasoning(long).unwrap();
+        assert!(cut.len() <= REASONING_MAX_BYTES && cut.len() > REASONING_MAX_BYTES - 2);
+        assert!(cut.starts_with("xé"));
+        assert_eq!(bounded_reasoning("a\0b".into()).as_deref(), Some("ab"));
+        assert_eq!(bounded_reasoning(" \n".into()), None);
+        // A question keeps no reasoning.
+        let mut q = message(ChatRole::User, "q");
+        if let Some(m) = q.as_mut() {
+            m.reasoning = Some("no".into());
+        }
+        let c = built(chat(vec![node("q", None, q)], None));
+        assert_eq!(reasoning(&c), [None]);
     }
 
     #[test]

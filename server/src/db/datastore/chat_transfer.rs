@@ -1,4 +1,4 @@
-//! Chat export and import (issue #35): the paged reads of the exports and
+//! Chat export and import: the paged reads of the exports and
 //! the writes of an imported chat. Chats are private to their user: every
 //! statement filters by the caller's organization AND user.
 
@@ -33,6 +33,8 @@ db_row! {
         pub parent_message_id: Option<Uuid> = "m.parent_message_id",
         pub role: ChatRole = "m.role",
         pub content: String = "m.content",
+        /// An answer's reasoning, apart from its content.
+        pub reasoning: Option<String> = "m.reasoning",
         pub status: ChatMessageStatus = "m.status",
         pub model_id: Option<Uuid> = "m.model_id",
         // This service's model, else the name an imported message kept.
@@ -64,6 +66,9 @@ pub struct NewImportedMessage {
     pub parent_id: Option<Uuid>,
     pub role: ChatRole,
     pub content: String,
+    /// An answer's reasoning (bounded by the import), apart from its
+    /// content.
+    pub reasoning: Option<String>,
     pub status: ChatMessageStatus,
     /// Kept when it is one of this service's models.
     pub model_id: Option<Uuid>,
@@ -80,8 +85,8 @@ pub struct NewImportedMessage {
 
 /// Messages inserted per statement at most.
 const INSERT_BATCH_ROWS: usize = 1_000;
-/// Bytes of content inserted per statement at most (a batch holds at least
-/// one message).
+/// Bytes of content and reasoning inserted per statement at most (a batch
+/// holds at least one message).
 const INSERT_BATCH_BYTES: usize = 8 * 1024 * 1024;
 
 const EXPORT_CHAT_COLUMNS: &str = ExportChatRow::COLUMNS;
@@ -239,7 +244,7 @@ impl Datastore {
             let mut bytes = 0;
             while n < rest.len() && n < INSERT_BATCH_ROWS && (n == 0 || bytes < INSERT_BATCH_BYTES)
             {
-                bytes += rest[n].content.len();
+                bytes += rest[n].content.len() + rest[n].reasoning.as_ref().map_or(0, String::len);
                 n += 1;
             }
             let (batch, later) = rest.split_at(n);
@@ -282,6 +287,7 @@ async fn insert_messages(
     let parents: Vec<Option<Uuid>> = batch.iter().map(|m| m.parent_id).collect();
     let roles: Vec<&str> = batch.iter().map(|m| m.role.as_str()).collect();
     let contents: Vec<&str> = batch.iter().map(|m| m.content.as_str()).collect();
+    let reasoning: Vec<Option<&str>> = batch.iter().map(|m| m.reasoning.as_deref()).collect();
     let statuses: Vec<&str> = batch.iter().map(|m| m.status.as_str()).collect();
     let model_ids: Vec<Option<Uuid>> = batch.iter().map(|m| m.model_id).collect();
     let model_names: Vec<Option<&str>> = batch.iter().map(|m| m.model_name.as_deref()).collect();
@@ -293,18 +299,18 @@ async fn insert_messages(
     let on_path: Vec<bool> = batch.iter().map(|m| m.on_path).collect();
     let selected: Vec<DateTime<Utc>> = batch.iter().map(|m| m.selected_at).collect();
     tx.execute(
-        "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, \
+        "INSERT INTO chat_messages (id, organization_id, chat_id, role, content, reasoning, \
              parent_message_id, model_id, metadata, status, created_at, depth, sibling_index, \
              siblings, children, on_path, selected_at) \
-         SELECT u.id, $1, $2, u.role, u.content, u.parent, \
+         SELECT u.id, $1, $2, u.role, u.content, u.reasoning, u.parent, \
              COALESCE(by_id.id, by_name.id), u.metadata, u.status, u.created_at, u.depth, \
              u.sibling_index, u.sibling_index, u.children, u.on_path, u.selected_at \
          FROM unnest($3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::uuid[], \
                      $9::text[], $10::jsonb[], $11::timestamptz[], $12::int4[], $13::int4[], \
-                     $14::int4[], $15::bool[], $16::timestamptz[]) \
+                     $14::int4[], $15::bool[], $16::timestamptz[], $17::text[]) \
               WITH ORDINALITY AS u(id, parent, role, content, status, model_id, model_name, \
                                    metadata, created_at, depth, sibling_index, children, \
-                                   on_path, selected_at, n) \
+                                   on_path, selected_at, reasoning, n) \
          LEFT JOIN models by_id ON by_id.id = u.model_id \
          LEFT JOIN models by_name ON by_name.name = u.model_name \
          ORDER BY u.n",
@@ -325,6 +331,7 @@ async fn insert_messages(
             &children,
             &on_path,
             &selected,
+            &reasoning,
         ],
     )
     .await?;
