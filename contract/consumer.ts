@@ -99,6 +99,9 @@ export function render(event: StreamEvent, text: string): string {
       return `[${event.message_id}] `;
     case "content":
       return text + event.content;
+    case "reasoning":
+      // The model's thinking: shown apart from the answer's text.
+      return text;
     case "end":
       return text;
     case "error":

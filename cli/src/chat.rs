@@ -45,11 +45,15 @@ pub(crate) fn commands() -> Vec<Command> {
             .arg(uuid_arg("model-id"))
             .arg(uuid_arg("agent-id"))
             .arg(kb_arg())
+            .args(reasoning_args())
             .arg(
                 Arg::new("file")
                     .long("file")
                     .action(ArgAction::Append)
-                    .help("A file to upload and put into the prompt (repeatable)"),
+                    .help(
+                        "A file to upload and send with the message (repeatable): images and \
+                         PDFs reach a model that takes them as such, other files as text",
+                    ),
             )
             .arg(
                 Arg::new("message")
@@ -65,6 +69,7 @@ pub(crate) fn commands() -> Vec<Command> {
             .arg(uuid_arg("model-id"))
             .arg(uuid_arg("agent-id"))
             .arg(kb_arg())
+            .args(reasoning_args())
             .arg(
                 Arg::new("message")
                     .help("The new text (default: standard input, less one trailing newline)"),
@@ -78,7 +83,8 @@ pub(crate) fn commands() -> Vec<Command> {
             .arg(uuid_arg("message-id").required(true))
             .arg(uuid_arg("model-id"))
             .arg(uuid_arg("agent-id"))
-            .arg(kb_arg()),
+            .arg(kb_arg())
+            .args(reasoning_args()),
         Command::new("resume")
             .about("Resume an answer's stream after the given event number")
             .arg(org_arg())
@@ -391,8 +397,36 @@ async fn send(client: &Client, org: Uuid, m: &ArgMatches) -> Result<()> {
     post_stream(client, org, "send_message", &body).await
 }
 
-/// `--model-id`, `--agent-id` and `--kb` into an answer's request body.
+/// `--reasoning-effort` and `--reasoning-budget`: how hard a reasoning
+/// model thinks (each applies to models of its kind, see `models list`).
+fn reasoning_args() -> [Arg; 2] {
+    [
+        Arg::new("reasoning-effort")
+            .long("reasoning-effort")
+            .value_parser(["minimal", "low", "medium", "high"])
+            .help("Reasoning effort of a model whose `reasoning` is `effort`"),
+        Arg::new("reasoning-budget")
+            .long("reasoning-budget")
+            .value_parser(clap::value_parser!(u32))
+            .help(
+                "Thinking budget in tokens (1024 or more) of a model whose `reasoning` is `budget`",
+            ),
+    ]
+}
+
+/// `--model-id`, `--agent-id`, `--kb` and the reasoning options into an
+/// answer's request body.
 fn add_answer_options(body: &mut serde_json::Value, m: &ArgMatches) {
+    let mut settings = serde_json::Map::new();
+    if let Some(effort) = m.try_get_one::<String>("reasoning-effort").ok().flatten() {
+        settings.insert("reasoning_effort".into(), effort.clone().into());
+    }
+    if let Some(budget) = m.try_get_one::<u32>("reasoning-budget").ok().flatten() {
+        settings.insert("reasoning_budget_tokens".into(), (*budget).into());
+    }
+    if !settings.is_empty() {
+        body["settings"] = settings.into();
+    }
     for (key, arg) in [("model_id", "model-id"), ("agent_id", "agent-id")] {
         if let Some(id) = m.get_one::<Uuid>(arg) {
             body[key] = id.to_string().into();
@@ -482,9 +516,24 @@ pub async fn print_answer(mut events: workspace_client::sse::SseReader, cut: &st
     // `title: …` would be glued to the answer's last words.
     let mut mid_line = false;
     let mut title = None;
+    // The model's reasoning goes to stderr, as it streams, before the
+    // answer's text; a line ends it.
+    let mut thinking = false;
     while let Some(event) = events.next().await {
         let event: serde_json::Value = event.context("reading the stream")?.json()?;
+        if thinking && event["type"].as_str() != Some("reasoning") {
+            eprintln!();
+            thinking = false;
+        }
         match event["type"].as_str() {
+            Some("reasoning") => {
+                if !thinking {
+                    eprint!("thinking: ");
+                    thinking = true;
+                }
+                eprint!("{}", event["content"].as_str().unwrap_or(""));
+                std::io::stderr().flush()?;
+            }
             Some("start") if event["chat_id"].is_string() => eprintln!(
                 "chat {} message {}",
                 event["chat_id"].as_str().unwrap_or(""),

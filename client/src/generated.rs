@@ -383,6 +383,12 @@ pub mod types {
         ///Greater than 0 (at most 1,000,000).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub max_tokens: ::std::option::Option<::std::num::NonZeroU64>,
+        ///The thinking budget of a model whose `reasoning` is `budget` (see `ChatSettings.reasoning_budget_tokens`); a message's settings override it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning_budget_tokens: ::std::option::Option<u32>,
+        ///The reasoning effort of a model whose `reasoning` is `effort` (see `ChatSettings.reasoning_effort`); a message's settings override it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning_effort: ::std::option::Option<ReasoningEffort>,
         ///At most 20,000 characters.
         #[serde(default = "defaults::agent_params_system_prompt")]
         pub system_prompt: AgentParamsSystemPrompt,
@@ -394,6 +400,8 @@ pub mod types {
         fn default() -> Self {
             Self {
                 max_tokens: Default::default(),
+                reasoning_budget_tokens: Default::default(),
+                reasoning_effort: Default::default(),
                 system_prompt: defaults::agent_params_system_prompt(),
                 temperature: Default::default(),
             }
@@ -3252,6 +3260,9 @@ pub mod types {
         pub previous_sibling_id: ::std::option::Option<::uuid::Uuid>,
         ///On an answer: the retrieved sources and upload ids that went into the prompt.
         pub prompt_data: ::serde_json::Value,
+        ///On an answer: the model's reasoning, apart from its content (`null` when the model showed none).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub reasoning: ::std::option::Option<::std::string::String>,
         pub role: ChatRole,
         ///How many siblings there are, itself included (1: no other version).
         pub sibling_count: u32,
@@ -3615,6 +3626,12 @@ pub mod types {
         ///More than 0 (at most 32000).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub max_tokens: ::std::option::Option<::std::num::NonZeroU32>,
+        ///The thinking budget in tokens of a model whose `reasoning` is `budget` (Anthropic's extended thinking): 0 (the default) thinks not at all; from 1024, bounded by the model's `max_output_tokens` (a larger budget is lowered to leave room for the answer, and the answer's `max_tokens` raised above the budget). Other models ignore it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning_budget_tokens: ::std::option::Option<u32>,
+        ///How hard a model whose `reasoning` is `effort` thinks (OpenAI's `reasoning_effort`); default: the provider's. Other models ignore it, so a chat's setting survives a change of model.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning_effort: ::std::option::Option<ReasoningEffort>,
         ///0 to 1.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub temperature: ::std::option::Option<f64>,
@@ -3749,7 +3766,9 @@ pub mod types {
             value.parse()
         }
     }
-    ///One Server-Sent Event of the chat streams (`send_message`, `stream`, `prompt`), sent as `id: N` (send_message and stream only) and `data: <json>` followed by a blank line.
+    /**One Server-Sent Event of the chat streams (`send_message`, `stream`, `prompt`), sent as `id: N` (send_message and stream only) and `data: <json>` followed by a blank line.
+
+    The set of event types is open: a minor version may add one (0.9.0 added `reasoning`), so a client skips an event whose `type` it does not know.*/
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -3758,6 +3777,7 @@ pub mod types {
         Start(ChatStreamEventStart),
         Sources(ChatStreamEventSources),
         Content(ChatStreamEventContent),
+        Reasoning(ChatStreamEventReasoning),
         ToolStarted(ChatStreamEventToolStarted),
         ToolFinished(ChatStreamEventToolFinished),
         Title(ChatStreamEventTitle),
@@ -3778,6 +3798,11 @@ pub mod types {
     impl ::std::convert::From<ChatStreamEventContent> for ChatStreamEvent {
         fn from(value: ChatStreamEventContent) -> Self {
             Self::Content(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventReasoning> for ChatStreamEvent {
+        fn from(value: ChatStreamEventReasoning) -> Self {
+            Self::Reasoning(value)
         }
     }
     impl ::std::convert::From<ChatStreamEventToolStarted> for ChatStreamEvent {
@@ -3991,6 +4016,68 @@ pub mod types {
         }
     }
     impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventErrorType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The next piece of the model's reasoning (its thinking, shown apart from the answer): before the answer's content and between its tool calls. Stored as the answer's `reasoning`. At most 256 KiB of an answer's reasoning is streamed and kept.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventReasoning {
+        pub content: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventReasoningType,
+    }
+    impl ChatStreamEventReasoning {
+        pub fn builder() -> builder::ChatStreamEventReasoning {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventReasoningType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventReasoningType {
+        #[serde(rename = "reasoning")]
+        Reasoning,
+    }
+    impl ::std::fmt::Display for ChatStreamEventReasoningType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Reasoning => f.write_str("reasoning"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventReasoningType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "reasoning" => Ok(Self::Reasoning),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventReasoningType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventReasoningType {
         type Error = self::error::ConversionError;
         fn try_from(
             value: ::std::string::String,
@@ -4327,6 +4414,8 @@ pub mod types {
         pub cached_tokens: i64,
         pub input_tokens: i64,
         pub output_tokens: i64,
+        ///Of the output tokens, those spent reasoning (reported by OpenAI as `completion_tokens_details.reasoning_tokens`; estimated from the thinking text for Anthropic, which counts it in its output).
+        pub reasoning_tokens: i64,
         pub total_tokens: i64,
         #[serde(rename = "type")]
         pub type_: ChatStreamEventUsageType,
@@ -4533,6 +4622,9 @@ pub mod types {
         ///The next piece of the answer's text (absent on the last chunk).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub content: ::std::option::Option<::std::string::String>,
+        ///The next piece of the model's reasoning, apart from its text (the `reasoning_content` field DeepSeek and vLLM stream; absent when the model shows none).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning_content: ::std::option::Option<::std::string::String>,
         ///`assistant`, on the first chunk only (absent elsewhere).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub role: ::std::option::Option<::std::string::String>,
@@ -4563,6 +4655,9 @@ pub mod types {
     )]
     pub struct CompletionMessage {
         pub content: ::std::string::String,
+        ///The model's reasoning, apart from its text (as DeepSeek and vLLM answer it); absent when the model showed none.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning_content: ::std::option::Option<::std::string::String>,
         pub role: ::std::string::String,
     }
     impl CompletionMessage {
@@ -5105,6 +5200,9 @@ pub mod types {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         ///Opaque string (currently a UUID). For an assistant answer it is the `message_id` of the stream's `start` event.
         pub id: ::std::string::String,
+        ///On an answer: the model's reasoning, apart from its content (`null` when the model showed none).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub reasoning: ::std::option::Option<::std::string::String>,
         pub role: MessageRole,
         ///Addition to the spec: `complete`, or why an answer is partial.
         pub status: MessageStatus,
@@ -5302,7 +5400,9 @@ pub mod types {
             Default::default()
         }
     }
-    ///One Server-Sent Event of `POST /api/conversation/stream_chat` and `GET /api/conversation/stream`, sent as an `id: N` line (the event's number, from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line.
+    /**One Server-Sent Event of `POST /api/conversation/stream_chat` and `GET /api/conversation/stream`, sent as an `id: N` line (the event's number, from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line.
+
+    The set of event types is open: a minor version may add one (0.9.0 added `reasoning`), so a client skips an event whose `type` it does not know.*/
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -5310,6 +5410,7 @@ pub mod types {
     pub enum ConversationStreamEvent {
         Start(ConversationStreamEventStart),
         Content(ConversationStreamEventContent),
+        Reasoning(ConversationStreamEventReasoning),
         End(ConversationStreamEventEnd),
         Error(ConversationStreamEventError),
     }
@@ -5321,6 +5422,11 @@ pub mod types {
     impl ::std::convert::From<ConversationStreamEventContent> for ConversationStreamEvent {
         fn from(value: ConversationStreamEventContent) -> Self {
             Self::Content(value)
+        }
+    }
+    impl ::std::convert::From<ConversationStreamEventReasoning> for ConversationStreamEvent {
+        fn from(value: ConversationStreamEventReasoning) -> Self {
+            Self::Reasoning(value)
         }
     }
     impl ::std::convert::From<ConversationStreamEventEnd> for ConversationStreamEvent {
@@ -5512,6 +5618,68 @@ pub mod types {
         }
     }
     impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamEventErrorType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The next piece of the model's reasoning, apart from the answer (an addition; stored as the message's `reasoning`).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationStreamEventReasoning {
+        pub content: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ConversationStreamEventReasoningType,
+    }
+    impl ConversationStreamEventReasoning {
+        pub fn builder() -> builder::ConversationStreamEventReasoning {
+            Default::default()
+        }
+    }
+    ///`ConversationStreamEventReasoningType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ConversationStreamEventReasoningType {
+        #[serde(rename = "reasoning")]
+        Reasoning,
+    }
+    impl ::std::fmt::Display for ConversationStreamEventReasoningType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Reasoning => f.write_str("reasoning"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ConversationStreamEventReasoningType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "reasoning" => Ok(Self::Reasoning),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationStreamEventReasoningType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamEventReasoningType {
         type Error = self::error::ConversionError;
         fn try_from(
             value: ::std::string::String,
@@ -6770,6 +6938,9 @@ pub mod types {
         ///The message it follows (`null`: a first message).
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub parent_id: ::std::option::Option<::uuid::Uuid>,
+        ///On an answer: the model's reasoning (its thinking), apart from its content (`null`: none). An import reads it back as the answer's reasoning; absent in files exported before it existed.
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub reasoning: ::std::option::Option<::std::string::String>,
         pub role: ChatRole,
         pub status: ChatMessageStatus,
     }
@@ -7569,7 +7740,7 @@ pub mod types {
         pub index: u32,
         ///The messages stored.
         pub messages: u32,
-        ///The file's messages left out: system and tool messages, hidden ones, and nodes without a message (their children follow the nearest message kept above them).
+        ///The file's messages left out: system and tool messages, hidden ones, ChatGPT's reasoning nodes (their thoughts become the next answer's `reasoning`), and nodes without a message (their children follow the nearest message kept above them).
         pub messages_left_out: u32,
         ///Its id in the file, if it had one (never used as an id here).
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
@@ -9830,16 +10001,80 @@ pub mod types {
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
     pub struct Model {
+        ///The context window in tokens: an answer sends the most recent turns of its history (images counted with the provider's formula) that fit beside the new message and the answer.
+        pub context_tokens: u32,
         ///Stable id of the model (kept across restarts; keyed by `name`).
         pub id: ::uuid::Uuid,
+        ///What the model takes besides text (always listed first): `image` (PNG, JPEG, WebP and GIF uploads reach it as images) and `pdf` (PDF uploads reach it whole; to other models a PDF goes as its text). Sending an image to a model without `image` input is refused with `400 model_lacks_input`.
+        pub input: ::std::vec::Vec<ModelInput>,
+        ///The largest answer the model gives, in tokens: `settings.max_tokens` and a reasoning budget are bounded by it.
+        pub max_output_tokens: u32,
         ///The model's name, e.g. `gpt-4o-mini` or `claude-sonnet-4-5`.
         pub name: ::std::string::String,
         ///Who serves it: `openai`, `anthropic`, `deepseek`, `gemini`, `openai_compatible` (any other OpenAI-compatible server) or `offline` (the built-in development model).
         pub provider: ::std::string::String,
+        ///How the model reasons, which decides the settings it takes: `effort` (`settings.reasoning_effort`), `budget` (`settings.reasoning_budget_tokens`), `always` (it reasons on every answer and takes neither), `none`. Reasoning streams as `reasoning` events, apart from the answer's `content`.
+        pub reasoning: ReasoningMode,
     }
     impl Model {
         pub fn builder() -> builder::Model {
             Default::default()
+        }
+    }
+    ///What a model takes as input.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ModelInput {
+        #[serde(rename = "text")]
+        Text,
+        #[serde(rename = "image")]
+        Image,
+        #[serde(rename = "pdf")]
+        Pdf,
+    }
+    impl ::std::fmt::Display for ModelInput {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Text => f.write_str("text"),
+                Self::Image => f.write_str("image"),
+                Self::Pdf => f.write_str("pdf"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ModelInput {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "text" => Ok(Self::Text),
+                "image" => Ok(Self::Image),
+                "pdf" => Ok(Self::Pdf),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ModelInput {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ModelInput {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///`{id, name}` of a related object.
@@ -11180,6 +11415,130 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///A reasoning effort (OpenAI's `reasoning_effort` values).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ReasoningEffort {
+        #[serde(rename = "minimal")]
+        Minimal,
+        #[serde(rename = "low")]
+        Low,
+        #[serde(rename = "medium")]
+        Medium,
+        #[serde(rename = "high")]
+        High,
+    }
+    impl ::std::fmt::Display for ReasoningEffort {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Minimal => f.write_str("minimal"),
+                Self::Low => f.write_str("low"),
+                Self::Medium => f.write_str("medium"),
+                Self::High => f.write_str("high"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ReasoningEffort {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "minimal" => Ok(Self::Minimal),
+                "low" => Ok(Self::Low),
+                "medium" => Ok(Self::Medium),
+                "high" => Ok(Self::High),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ReasoningEffort {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ReasoningEffort {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///How a model reasons before it answers.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ReasoningMode {
+        ///It does not reason (or does not show it).
+        #[serde(rename = "none")]
+        None,
+        ///OpenAI o-series and GPT-5 style: a `reasoning_effort` of `minimal`, `low`, `medium` or `high`.
+        #[serde(rename = "effort")]
+        Effort,
+        ///Anthropic extended thinking: a budget of thinking tokens.
+        #[serde(rename = "budget")]
+        Budget,
+        ///DeepSeek-R1 style: it always reasons, streamed as `reasoning_content`.
+        #[serde(rename = "always")]
+        Always,
+    }
+    impl ::std::fmt::Display for ReasoningMode {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::None => f.write_str("none"),
+                Self::Effort => f.write_str("effort"),
+                Self::Budget => f.write_str("budget"),
+                Self::Always => f.write_str("always"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ReasoningMode {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "none" => Ok(Self::None),
+                "effort" => Ok(Self::Effort),
+                "budget" => Ok(Self::Budget),
+                "always" => Ok(Self::Always),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ReasoningMode {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ReasoningMode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///Body of `POST /api/auth/refresh`.
@@ -16556,6 +16915,12 @@ pub mod types {
                 ::std::option::Option<::std::num::NonZeroU64>,
                 ::std::string::String,
             >,
+            reasoning_budget_tokens:
+                ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
+            reasoning_effort: ::std::result::Result<
+                ::std::option::Option<super::ReasoningEffort>,
+                ::std::string::String,
+            >,
             system_prompt:
                 ::std::result::Result<super::AgentParamsSystemPrompt, ::std::string::String>,
             temperature: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
@@ -16564,6 +16929,8 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     max_tokens: Ok(Default::default()),
+                    reasoning_budget_tokens: Ok(Default::default()),
+                    reasoning_effort: Ok(Default::default()),
                     system_prompt: Ok(super::defaults::agent_params_system_prompt()),
                     temperature: Ok(Default::default()),
                 }
@@ -16578,6 +16945,26 @@ pub mod types {
                 self.max_tokens = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for max_tokens: {e}"));
+                self
+            }
+            pub fn reasoning_budget_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_budget_tokens = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for reasoning_budget_tokens: {e}")
+                });
+                self
+            }
+            pub fn reasoning_effort<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ReasoningEffort>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_effort = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for reasoning_effort: {e}")
+                });
                 self
             }
             pub fn system_prompt<T>(mut self, value: T) -> Self
@@ -16608,6 +16995,8 @@ pub mod types {
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     max_tokens: value.max_tokens?,
+                    reasoning_budget_tokens: value.reasoning_budget_tokens?,
+                    reasoning_effort: value.reasoning_effort?,
                     system_prompt: value.system_prompt?,
                     temperature: value.temperature?,
                 })
@@ -16617,6 +17006,8 @@ pub mod types {
             fn from(value: super::AgentParams) -> Self {
                 Self {
                     max_tokens: Ok(value.max_tokens),
+                    reasoning_budget_tokens: Ok(value.reasoning_budget_tokens),
+                    reasoning_effort: Ok(value.reasoning_effort),
                     system_prompt: Ok(value.system_prompt),
                     temperature: Ok(value.temperature),
                 }
@@ -20025,6 +20416,10 @@ pub mod types {
             previous_sibling_id:
                 ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
             prompt_data: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            reasoning: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
             role: ::std::result::Result<super::ChatRole, ::std::string::String>,
             sibling_count: ::std::result::Result<u32, ::std::string::String>,
             sibling_position: ::std::result::Result<u32, ::std::string::String>,
@@ -20047,6 +20442,7 @@ pub mod types {
                         "no value supplied for previous_sibling_id".to_string()
                     ),
                     prompt_data: Err("no value supplied for prompt_data".to_string()),
+                    reasoning: Err("no value supplied for reasoning".to_string()),
                     role: Err("no value supplied for role".to_string()),
                     sibling_count: Err("no value supplied for sibling_count".to_string()),
                     sibling_position: Err("no value supplied for sibling_position".to_string()),
@@ -20175,6 +20571,16 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for prompt_data: {e}"));
                 self
             }
+            pub fn reasoning<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reasoning: {e}"));
+                self
+            }
             pub fn role<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<super::ChatRole>,
@@ -20234,6 +20640,7 @@ pub mod types {
                     parent_message_id: value.parent_message_id?,
                     previous_sibling_id: value.previous_sibling_id?,
                     prompt_data: value.prompt_data?,
+                    reasoning: value.reasoning?,
                     role: value.role?,
                     sibling_count: value.sibling_count?,
                     sibling_position: value.sibling_position?,
@@ -20256,6 +20663,7 @@ pub mod types {
                     parent_message_id: Ok(value.parent_message_id),
                     previous_sibling_id: Ok(value.previous_sibling_id),
                     prompt_data: Ok(value.prompt_data),
+                    reasoning: Ok(value.reasoning),
                     role: Ok(value.role),
                     sibling_count: Ok(value.sibling_count),
                     sibling_position: Ok(value.sibling_position),
@@ -21147,6 +21555,12 @@ pub mod types {
                 ::std::option::Option<::std::num::NonZeroU32>,
                 ::std::string::String,
             >,
+            reasoning_budget_tokens:
+                ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
+            reasoning_effort: ::std::result::Result<
+                ::std::option::Option<super::ReasoningEffort>,
+                ::std::string::String,
+            >,
             temperature: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
             top_p: ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
         }
@@ -21154,6 +21568,8 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     max_tokens: Ok(Default::default()),
+                    reasoning_budget_tokens: Ok(Default::default()),
+                    reasoning_effort: Ok(Default::default()),
                     temperature: Ok(Default::default()),
                     top_p: Ok(Default::default()),
                 }
@@ -21168,6 +21584,26 @@ pub mod types {
                 self.max_tokens = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for max_tokens: {e}"));
+                self
+            }
+            pub fn reasoning_budget_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_budget_tokens = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for reasoning_budget_tokens: {e}")
+                });
+                self
+            }
+            pub fn reasoning_effort<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ReasoningEffort>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_effort = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for reasoning_effort: {e}")
+                });
                 self
             }
             pub fn temperature<T>(mut self, value: T) -> Self
@@ -21198,6 +21634,8 @@ pub mod types {
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     max_tokens: value.max_tokens?,
+                    reasoning_budget_tokens: value.reasoning_budget_tokens?,
+                    reasoning_effort: value.reasoning_effort?,
                     temperature: value.temperature?,
                     top_p: value.top_p?,
                 })
@@ -21207,6 +21645,8 @@ pub mod types {
             fn from(value: super::ChatSettings) -> Self {
                 Self {
                     max_tokens: Ok(value.max_tokens),
+                    reasoning_budget_tokens: Ok(value.reasoning_budget_tokens),
+                    reasoning_effort: Ok(value.reasoning_effort),
                     temperature: Ok(value.temperature),
                     top_p: Ok(value.top_p),
                 }
@@ -21800,6 +22240,61 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatStreamEventReasoning {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_:
+                ::std::result::Result<super::ChatStreamEventReasoningType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventReasoning {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventReasoning {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventReasoningType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventReasoning> for super::ChatStreamEventReasoning {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventReasoning,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventReasoning> for ChatStreamEventReasoning {
+            fn from(value: super::ChatStreamEventReasoning) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatStreamEventSources {
             sources:
                 ::std::result::Result<::std::vec::Vec<super::ChatSource>, ::std::string::String>,
@@ -22222,6 +22717,7 @@ pub mod types {
             cached_tokens: ::std::result::Result<i64, ::std::string::String>,
             input_tokens: ::std::result::Result<i64, ::std::string::String>,
             output_tokens: ::std::result::Result<i64, ::std::string::String>,
+            reasoning_tokens: ::std::result::Result<i64, ::std::string::String>,
             total_tokens: ::std::result::Result<i64, ::std::string::String>,
             type_: ::std::result::Result<super::ChatStreamEventUsageType, ::std::string::String>,
         }
@@ -22231,6 +22727,7 @@ pub mod types {
                     cached_tokens: Err("no value supplied for cached_tokens".to_string()),
                     input_tokens: Err("no value supplied for input_tokens".to_string()),
                     output_tokens: Err("no value supplied for output_tokens".to_string()),
+                    reasoning_tokens: Err("no value supplied for reasoning_tokens".to_string()),
                     total_tokens: Err("no value supplied for total_tokens".to_string()),
                     type_: Err("no value supplied for type_".to_string()),
                 }
@@ -22267,6 +22764,16 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for output_tokens: {e}"));
                 self
             }
+            pub fn reasoning_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_tokens = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for reasoning_tokens: {e}")
+                });
+                self
+            }
             pub fn total_tokens<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<i64>,
@@ -22297,6 +22804,7 @@ pub mod types {
                     cached_tokens: value.cached_tokens?,
                     input_tokens: value.input_tokens?,
                     output_tokens: value.output_tokens?,
+                    reasoning_tokens: value.reasoning_tokens?,
                     total_tokens: value.total_tokens?,
                     type_: value.type_?,
                 })
@@ -22308,6 +22816,7 @@ pub mod types {
                     cached_tokens: Ok(value.cached_tokens),
                     input_tokens: Ok(value.input_tokens),
                     output_tokens: Ok(value.output_tokens),
+                    reasoning_tokens: Ok(value.reasoning_tokens),
                     total_tokens: Ok(value.total_tokens),
                     type_: Ok(value.type_),
                 }
@@ -22688,6 +23197,10 @@ pub mod types {
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
+            reasoning_content: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
             role: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
@@ -22697,6 +23210,7 @@ pub mod types {
             fn default() -> Self {
                 Self {
                     content: Ok(Default::default()),
+                    reasoning_content: Ok(Default::default()),
                     role: Ok(Default::default()),
                 }
             }
@@ -22710,6 +23224,16 @@ pub mod types {
                 self.content = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn reasoning_content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_content = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for reasoning_content: {e}")
+                });
                 self
             }
             pub fn role<T>(mut self, value: T) -> Self
@@ -22730,6 +23254,7 @@ pub mod types {
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     content: value.content?,
+                    reasoning_content: value.reasoning_content?,
                     role: value.role?,
                 })
             }
@@ -22738,6 +23263,7 @@ pub mod types {
             fn from(value: super::ChunkDelta) -> Self {
                 Self {
                     content: Ok(value.content),
+                    reasoning_content: Ok(value.reasoning_content),
                     role: Ok(value.role),
                 }
             }
@@ -22813,12 +23339,17 @@ pub mod types {
         #[derive(Clone, Debug)]
         pub struct CompletionMessage {
             content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            reasoning_content: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
             role: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
         impl ::std::default::Default for CompletionMessage {
             fn default() -> Self {
                 Self {
                     content: Err("no value supplied for content".to_string()),
+                    reasoning_content: Ok(Default::default()),
                     role: Err("no value supplied for role".to_string()),
                 }
             }
@@ -22832,6 +23363,16 @@ pub mod types {
                 self.content = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn reasoning_content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_content = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for reasoning_content: {e}")
+                });
                 self
             }
             pub fn role<T>(mut self, value: T) -> Self
@@ -22852,6 +23393,7 @@ pub mod types {
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     content: value.content?,
+                    reasoning_content: value.reasoning_content?,
                     role: value.role?,
                 })
             }
@@ -22860,6 +23402,7 @@ pub mod types {
             fn from(value: super::CompletionMessage) -> Self {
                 Self {
                     content: Ok(value.content),
+                    reasoning_content: Ok(value.reasoning_content),
                     role: Ok(value.role),
                 }
             }
@@ -23444,6 +23987,10 @@ pub mod types {
                 ::std::string::String,
             >,
             id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            reasoning: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
             role: ::std::result::Result<super::MessageRole, ::std::string::String>,
             status: ::std::result::Result<super::MessageStatus, ::std::string::String>,
         }
@@ -23454,6 +24001,7 @@ pub mod types {
                     content: Err("no value supplied for content".to_string()),
                     created_at: Err("no value supplied for created_at".to_string()),
                     id: Err("no value supplied for id".to_string()),
+                    reasoning: Err("no value supplied for reasoning".to_string()),
                     role: Err("no value supplied for role".to_string()),
                     status: Err("no value supplied for status".to_string()),
                 }
@@ -23500,6 +24048,16 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for id: {e}"));
                 self
             }
+            pub fn reasoning<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reasoning: {e}"));
+                self
+            }
             pub fn role<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<super::MessageRole>,
@@ -23531,6 +24089,7 @@ pub mod types {
                     content: value.content?,
                     created_at: value.created_at?,
                     id: value.id?,
+                    reasoning: value.reasoning?,
                     role: value.role?,
                     status: value.status?,
                 })
@@ -23543,6 +24102,7 @@ pub mod types {
                     content: Ok(value.content),
                     created_at: Ok(value.created_at),
                     id: Ok(value.id),
+                    reasoning: Ok(value.reasoning),
                     role: Ok(value.role),
                     status: Ok(value.status),
                 }
@@ -24139,6 +24699,67 @@ pub mod types {
                 Self {
                     error_code: Ok(value.error_code),
                     message: Ok(value.message),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationStreamEventReasoning {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<
+                super::ConversationStreamEventReasoningType,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConversationStreamEventReasoning {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ConversationStreamEventReasoning {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for content: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationStreamEventReasoningType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationStreamEventReasoning>
+            for super::ConversationStreamEventReasoning
+        {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationStreamEventReasoning,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationStreamEventReasoning>
+            for ConversationStreamEventReasoning
+        {
+            fn from(value: super::ConversationStreamEventReasoning) -> Self {
+                Self {
+                    content: Ok(value.content),
                     type_: Ok(value.type_),
                 }
             }
@@ -26822,6 +27443,10 @@ pub mod types {
             >,
             parent_id:
                 ::std::result::Result<::std::option::Option<::uuid::Uuid>, ::std::string::String>,
+            reasoning: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
             role: ::std::result::Result<super::ChatRole, ::std::string::String>,
             status: ::std::result::Result<super::ChatMessageStatus, ::std::string::String>,
         }
@@ -26834,6 +27459,7 @@ pub mod types {
                     model_id: Err("no value supplied for model_id".to_string()),
                     model_name: Err("no value supplied for model_name".to_string()),
                     parent_id: Err("no value supplied for parent_id".to_string()),
+                    reasoning: Err("no value supplied for reasoning".to_string()),
                     role: Err("no value supplied for role".to_string()),
                     status: Err("no value supplied for status".to_string()),
                 }
@@ -26900,6 +27526,16 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for parent_id: {e}"));
                 self
             }
+            pub fn reasoning<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reasoning: {e}"));
+                self
+            }
             pub fn role<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<super::ChatRole>,
@@ -26933,6 +27569,7 @@ pub mod types {
                     model_id: value.model_id?,
                     model_name: value.model_name?,
                     parent_id: value.parent_id?,
+                    reasoning: value.reasoning?,
                     role: value.role?,
                     status: value.status?,
                 })
@@ -26947,6 +27584,7 @@ pub mod types {
                     model_id: Ok(value.model_id),
                     model_name: Ok(value.model_name),
                     parent_id: Ok(value.parent_id),
+                    reasoning: Ok(value.reasoning),
                     role: Ok(value.role),
                     status: Ok(value.status),
                 }
@@ -32297,20 +32935,38 @@ pub mod types {
         }
         #[derive(Clone, Debug)]
         pub struct Model {
+            context_tokens: ::std::result::Result<u32, ::std::string::String>,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            input: ::std::result::Result<::std::vec::Vec<super::ModelInput>, ::std::string::String>,
+            max_output_tokens: ::std::result::Result<u32, ::std::string::String>,
             name: ::std::result::Result<::std::string::String, ::std::string::String>,
             provider: ::std::result::Result<::std::string::String, ::std::string::String>,
+            reasoning: ::std::result::Result<super::ReasoningMode, ::std::string::String>,
         }
         impl ::std::default::Default for Model {
             fn default() -> Self {
                 Self {
+                    context_tokens: Err("no value supplied for context_tokens".to_string()),
                     id: Err("no value supplied for id".to_string()),
+                    input: Err("no value supplied for input".to_string()),
+                    max_output_tokens: Err("no value supplied for max_output_tokens".to_string()),
                     name: Err("no value supplied for name".to_string()),
                     provider: Err("no value supplied for provider".to_string()),
+                    reasoning: Err("no value supplied for reasoning".to_string()),
                 }
             }
         }
         impl Model {
+            pub fn context_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.context_tokens = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for context_tokens: {e}")
+                });
+                self
+            }
             pub fn id<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::uuid::Uuid>,
@@ -32319,6 +32975,26 @@ pub mod types {
                 self.id = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ModelInput>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for input: {e}"));
+                self
+            }
+            pub fn max_output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_output_tokens = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for max_output_tokens: {e}")
+                });
                 self
             }
             pub fn name<T>(mut self, value: T) -> Self
@@ -32341,6 +33017,16 @@ pub mod types {
                     .map_err(|e| format!("error converting supplied value for provider: {e}"));
                 self
             }
+            pub fn reasoning<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ReasoningMode>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reasoning: {e}"));
+                self
+            }
         }
         impl ::std::convert::TryFrom<Model> for super::Model {
             type Error = super::error::ConversionError;
@@ -32348,18 +33034,26 @@ pub mod types {
                 value: Model,
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
+                    context_tokens: value.context_tokens?,
                     id: value.id?,
+                    input: value.input?,
+                    max_output_tokens: value.max_output_tokens?,
                     name: value.name?,
                     provider: value.provider?,
+                    reasoning: value.reasoning?,
                 })
             }
         }
         impl ::std::convert::From<super::Model> for Model {
             fn from(value: super::Model) -> Self {
                 Self {
+                    context_tokens: Ok(value.context_tokens),
                     id: Ok(value.id),
+                    input: Ok(value.input),
+                    max_output_tokens: Ok(value.max_output_tokens),
                     name: Ok(value.name),
                     provider: Ok(value.provider),
+                    reasoning: Ok(value.reasoning),
                 }
             }
         }
@@ -44010,7 +44704,7 @@ pub mod types {
 
 Multi-tenant backend for AI chat applications: accounts, organizations, roles, conversations with language models, tools, knowledge bases, agents and MCP connections. Every operation except those marked public requires `Authorization: Bearer <access_token>`. Errors have the body `{request_id, error_code, message}` with a stable `error_code`.
 
-Version: 0.8.0*/
+Version: 0.9.0*/
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
@@ -44048,7 +44742,7 @@ impl Client {
 }
 impl ClientInfo<()> for Client {
     fn api_version() -> &'static str {
-        "0.8.0"
+        "0.9.0"
     }
     fn baseurl(&self) -> &str {
         self.baseurl.as_str()
@@ -45054,17 +45748,17 @@ impl Client {
     }
     /**Send a message and stream the answer (resumable)
 
-    Permission `chats:write` (and `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). Without `chat_id` a new chat is created. Server-Sent Events, each `id: N` (numbered from 1) and `data: <ChatStreamEvent>`: `start` (`chat_id`, `user_message_id`, `message_id`), `sources` (when knowledge bases were searched), any `content` pieces (with an agent also `tool_started` and `tool_finished`), `usage`, `title` (first answer of a new chat only), and last `{"type":"end","message":"DONE","finish_reason": "stop"}`; or `{"type":"error","error_code","message"}` (the text so far is kept as the answer, `failed`; `error_code` `membership_revoked` when the caller is suspended or removed from the organization, or leaves it, while the answer streams).
+    Permission `chats:write` (and `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). Without `chat_id` a new chat is created. Server-Sent Events, each `id: N` (numbered from 1) and `data: <ChatStreamEvent>`: `start` (`chat_id`, `user_message_id`, `message_id`), `sources` (when knowledge bases were searched), any `reasoning` and `content` pieces (the model's thinking, when it shows it, comes before the answer's content and between tool calls, and is stored as the answer's `reasoning`; with an agent also `tool_started` and `tool_finished`), `usage`, `title` (first answer of a new chat only), and last `{"type":"end","message":"DONE", "finish_reason":"stop"}`; or `{"type":"error","error_code","message"}` (the text so far is kept as the answer, `failed`; `error_code` `membership_revoked` when the caller is suspended or removed from the organization, or leaves it, while the answer streams).
 
-    Prompt: an agent's system prompt; the most recent whole turns of the chat's history that fit the model's context window beside the rest (oldest first; at most 200 earlier messages, as in conversations); then the user's message preceded by the retrieved excerpts (each knowledge base searched with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for citation; `sources[].index` is that number) and the text of the given uploads (text documents now; other formats once their text is extracted), always sent. Settings: the request's, else the chat's.
+    Prompt: an agent's system prompt; the most recent whole turns of the chat's history that fit the model's context window beside the rest (oldest first; at most 200 earlier messages, as in conversations); then the user's message preceded by the retrieved excerpts (each knowledge base searched with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for citation; `sources[].index` is that number) and the given uploads, always sent. Uploads reach the model in its provider's own format when the model takes them (`input` in `GET /api/models/list`): PNG, JPEG, WebP and GIF (first frame) as images, prepared once (downscaled to at most 1568 pixels on the long edge and 1.15 megapixels, re-encoded without metadata) and kept, so the images of earlier turns are sent again, within the context window (counted with the provider's image-token formula) and at most 32 a request, without being decoded again; PDFs whole (at most 32 MiB and 100 pages; larger ones as text) to a model with `pdf` input; every other upload, and PDFs to other models, as extracted text. Settings: the request's, else the chat's; `reasoning_effort` and `reasoning_budget_tokens` apply to models whose `reasoning` is `effort` or `budget`, bounded by the model's `max_output_tokens`.
 
     The title of a new chat is generated after its first answer (a short model call; the offline model answers with the first words of the message), stored, sent as `title` and broadcast to the caller's WebSocket clients (`GET /api/chat/ws`).
 
     Every message counts towards `daily_chat_limit` as in conversations (`429 daily_chat_limit_exceeded` with `Retry-After`, atomically, before anything is stored); token usage is added to the chat's `metadata.usage`. Provider errors are retried with backoff before the first piece arrives (as in conversations), later ones end the stream with `error`.
 
-    An agent answers through the agent runtime with its own model, system prompt, settings and tools; it must have passed its test (`ready`) or be `deployed`/`active`: otherwise `409 agent_not_active`. Only text models exist in this server: every configured model is a chat model, so `model_modality_unsupported` (400) is reserved for image/video models and not answered today.
+    An agent answers through the agent runtime with its own model, system prompt, settings and tools; it must have passed its test (`ready`) or be `deployed`/`active`: otherwise `409 agent_not_active`. Every configured model is a chat model, so `model_modality_unsupported` (400) is reserved for image or video generation models and not answered today.
 
-    Errors before the stream: `400 invalid_message`, `400 invalid_settings`, `400 model_unavailable` (no such model), `404 not_found` (chat, agent, knowledge base or upload not visible).
+    Errors before the stream (nothing is stored): `400 invalid_message`, `400 invalid_settings`, `400 model_unavailable` (no such model), `400 model_lacks_input` (an image to a model without `image` input: the message names the model and the file), `400 image_too_large` (over 20 MiB or 50 megapixels: a decompression bomb is refused from its header), `400 image_unreadable` (a truncated or corrupt image), `400 image_unsupported` (an SVG, or content that is no PNG, JPEG, WebP or GIF whatever its name), `404 not_found` (chat, agent, knowledge base or upload not visible).
 
     Resumable: the answer is generated by the server, not by the connection. A client that disconnects does not stop it; it resumes with `GET /api/chat/stream` on any instance. `POST /api/chat/stop` ends it. A client that reads nothing for 5 seconds is detached (its stream ends without `end`) and resumes the same way. The generating instance holds a lease on the answer, renewed every `streams.heartbeat_secs`; if it dies, another instance closes the answer (see `GET /api/chat/stream`).
 

@@ -60,6 +60,10 @@ pub struct Metrics {
     /// them, and when that warning was (see [`Metrics::refused_busy`]).
     busy_refused: AtomicU64,
     busy_warned: Mutex<Option<std::time::Instant>>,
+    /// Images decoded and prepared for a model (each upload once: later
+    /// turns send the kept rendition), and the time they took.
+    pub images_prepared: AtomicU64,
+    pub images_prepare_micros: AtomicU64,
 }
 
 /// How often refusals for lack of capacity are said in the log.
@@ -86,6 +90,15 @@ impl Metrics {
         }
         *warned = Some(now);
         Some(self.busy_refused.swap(0, Ordering::Relaxed))
+    }
+
+    /// An image decoded and prepared for a model, in `took`.
+    pub fn image_prepared(&self, took: Duration) {
+        self.images_prepared.fetch_add(1, Ordering::Relaxed);
+        self.images_prepare_micros.fetch_add(
+            u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
     }
 
     pub fn stream_finished(&self, outcome: &'static str) {
@@ -381,6 +394,23 @@ pub fn render(metrics: &Metrics, g: &Gauges) -> String {
             .answers_store_retries
             .load(Ordering::Relaxed)
             .to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_images_prepared_total",
+        "Images decoded and prepared for a model (once per upload).",
+        "counter",
+        metrics.images_prepared.load(Ordering::Relaxed).to_string(),
+    );
+    gauge(
+        &mut out,
+        "workspace_images_prepare_seconds_total",
+        "Time spent preparing images for models.",
+        "counter",
+        format!(
+            "{:.6}",
+            metrics.images_prepare_micros.load(Ordering::Relaxed) as f64 / 1e6
+        ),
     );
     gauge(
         &mut out,

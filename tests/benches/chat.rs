@@ -186,6 +186,9 @@ async fn bench() {
             api_key_env: None,
             max_tokens: None,
             context_tokens: None,
+            input: None,
+            reasoning: None,
+            max_output_tokens: None,
         });
         c.kb.poll_interval_ms = 50;
     };

@@ -99,7 +99,7 @@ async fn through_server(
             ConversationStreamEvent::Content { .. } => arrivals.push(Instant::now()),
             ConversationStreamEvent::End => break,
             ConversationStreamEvent::Error { error_code, .. } => panic!("error {error_code}"),
-            ConversationStreamEvent::Start { .. } => {}
+            ConversationStreamEvent::Start { .. } | ConversationStreamEvent::Reasoning { .. } => {}
         }
     }
     Run { sent, arrivals }
@@ -153,6 +153,9 @@ async fn bench() {
             api_key_env: None,
             max_tokens: None,
             context_tokens: None,
+            input: None,
+            reasoning: None,
+            max_output_tokens: None,
         });
     })
     .await;

@@ -49,6 +49,9 @@ fn configure(url: String, enabled: bool) -> impl FnOnce(&mut Config) {
                 api_key_env: None,
                 max_tokens: None,
                 context_tokens: None,
+                input: None,
+                reasoning: None,
+                max_output_tokens: None,
             },
         );
     }

@@ -65,6 +65,12 @@ pub fn compare(old: &Value, new: &Value) -> Result<Verdict> {
                 }
                 continue;
             }
+            if info.message == "oneOf schema count changed" && new_stream_events(old, new, &at) {
+                verdict.additive.push(format!(
+                    "{at}: a new stream event, which clients skip when they do not know it"
+                ));
+                continue;
+            }
             if info.message == "oneOf schema count changed" && opt_in_values(old, new, &at) {
                 verdict.additive.push(format!(
                     "{at}: a value answered only to clients that ask for it"
@@ -141,6 +147,55 @@ const SCOPE_REFUSALS: &[(&str, &str)] = &[("#/paths/~1api~1org~1create_org/post"
 /// only with `include_suspended=true`; the operations that return the
 /// value otherwise (`users/suspend`, `users/reactivate`) are new.
 const OPT_IN_VALUES: &[(&str, &str)] = &[("UserListStatus", "suspended")];
+
+/// Stream event unions that are open: their descriptions (and the stream
+/// operations') tell clients to skip an event whose `type` they do not
+/// know, so an event added there is additive: (schema, new `type`s).
+/// Issue #52: a model's reasoning streams as `reasoning` events.
+const STREAM_EVENTS: &[(&str, &[&str])] = &[
+    ("ChatStreamEvent", &["reasoning"]),
+    ("ConversationStreamEvent", &["reasoning"]),
+];
+
+/// Whether the change at `at` adds only [`STREAM_EVENTS`] to an open
+/// union: every released entry is still there (by reference) and each new
+/// one is a listed event.
+fn new_stream_events(old: &Value, new: &Value, at: &str) -> bool {
+    let Some(name) = at
+        .strip_prefix("#/components/schemas/")
+        .and_then(|rest| rest.split([' ', '/']).next())
+    else {
+        return false;
+    };
+    let Some((_, allowed)) = STREAM_EVENTS.iter().find(|(schema, _)| *schema == name) else {
+        return false;
+    };
+    let one_of = |doc: &Value| {
+        doc["components"]["schemas"][name]["oneOf"]
+            .as_array()
+            .cloned()
+    };
+    let (Some(old_of), Some(new_of)) = (one_of(old), one_of(new)) else {
+        return false;
+    };
+    // The event's `type`: its own schema's one-value enum.
+    let event_type = |entry: &Value| -> Option<String> {
+        let schema = match entry["$ref"].as_str() {
+            Some(r) => new.pointer(r.trim_start_matches('#'))?,
+            None => entry,
+        };
+        match schema["properties"]["type"]["enum"].as_array()?.as_slice() {
+            [Value::String(v)] => Some(v.clone()),
+            _ => None,
+        }
+    };
+    let added: Vec<&Value> = new_of.iter().filter(|e| !old_of.contains(e)).collect();
+    old_of.iter().all(|e| new_of.contains(e))
+        && !added.is_empty()
+        && added
+            .iter()
+            .all(|e| event_type(e).is_some_and(|t| allowed.contains(&t.as_str())))
+}
 
 /// Whether the change at `at` is one of [`OPT_IN_VALUES`]: the schema's
 /// `oneOf` is the released one plus exactly the listed values' entries.
@@ -607,6 +662,39 @@ mod tests {
             .remove("403")
             .expect("org/update answers 403");
         assert!(!compare(&old, &current()).unwrap().breaking.is_empty());
+    }
+
+    #[test]
+    fn a_listed_stream_event_is_additive_only_where_listed() {
+        // The released document's ChatStreamEvent had no `reasoning`.
+        let mut old = current();
+        old["components"]["schemas"]["ChatStreamEvent"]["oneOf"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|e| e["$ref"] != "#/components/schemas/ChatStreamEventReasoning");
+        let verdict = compare(&old, &current()).unwrap();
+        assert!(verdict.breaking.is_empty(), "{:?}", verdict.breaking);
+        assert!(
+            verdict
+                .additive
+                .iter()
+                .any(|l| l.contains("a new stream event")),
+            "{:?}",
+            verdict.additive
+        );
+        // An event not listed, or an event removed, breaks clients.
+        let mut new = current();
+        new["components"]["schemas"]["ChatStreamEvent"]["oneOf"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "object", "properties": {"type": {"type": "string", "enum": ["surprise"]}}}));
+        assert!(!compare(&current(), &new).unwrap().breaking.is_empty());
+        let mut new = current();
+        new["components"]["schemas"]["ChatStreamEvent"]["oneOf"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|e| e["$ref"] != "#/components/schemas/ChatStreamEventTitle");
+        assert!(!compare(&current(), &new).unwrap().breaking.is_empty());
     }
 
     #[test]

@@ -77,6 +77,39 @@ test("stream() yields typed events from start to end", async () => {
   assert.ok(events.some((e) => e.type === "usage"));
 });
 
+// A 2x1 PNG (one red, one green pixel).
+const PNG = Uint8Array.from(
+  atob(
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAAD0lEQVR4nGP4z8DA8J8BAAf/Af8Bf4mnAAAAAElFTkSuQmCC",
+  ),
+  (c) => c.charCodeAt(0),
+);
+
+test("an image reaches the model, and its reasoning streams as typed events", async () => {
+  const image = await ws.upload(new Blob([PNG], { type: "image/png" }), "dot.png", { orgId });
+  const { data: models } = await ws.api.GET("/api/models/list", { params: { query: { org_id: orgId } } });
+  const offline = models.find((m) => m.name === "offline-dev-model");
+  assert.deepEqual(offline.input, ["text", "image", "pdf"]);
+  assert.equal(offline.reasoning, "effort");
+  const events = await collect(
+    ws.stream(
+      "chat",
+      { content: "What is this?", upload_ids: [image.id], settings: { reasoning_effort: "low" } },
+      { orgId },
+    ),
+  );
+  const thinking = events.filter((e) => e.type === "reasoning").map((e) => e.content).join("");
+  assert.match(thinking, /low effort/);
+  assert.ok(events.findIndex((e) => e.type === "reasoning") < events.findIndex((e) => e.type === "content"));
+  assert.match(textOf(events), /an image \(image\/(png|jpeg), 2x1\)/);
+  const usage = events.find((e) => e.type === "usage");
+  assert.ok(usage.reasoning_tokens > 0);
+  const { data: chat } = await ws.api.GET("/api/chat", {
+    params: { query: { org_id: orgId, chat_id: events[0].chat_id } },
+  });
+  assert.equal(chat.messages[1].reasoning, thinking);
+});
+
 test("edit, regenerate and switch branches: the chat's tree", async () => {
   const first = await collect(ws.stream("chat", { content: "A question to edit" }, { orgId }));
   const { chat_id: chatId, user_message_id: question } = first[0];

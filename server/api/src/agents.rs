@@ -41,6 +41,17 @@ pub struct AgentParams {
     #[serde(default)]
     #[schemars(range(min = 1, max = 1000000))]
     pub max_tokens: Option<i64>,
+    /// The reasoning effort of a model whose `reasoning` is `effort`
+    /// (see `ChatSettings.reasoning_effort`); a message's settings
+    /// override it.
+    #[serde(default)]
+    pub reasoning_effort: Option<crate::chat::ReasoningEffort>,
+    /// The thinking budget of a model whose `reasoning` is `budget` (see
+    /// `ChatSettings.reasoning_budget_tokens`); a message's settings
+    /// override it.
+    #[serde(default)]
+    #[schemars(range(max = 1000000))]
+    pub reasoning_budget_tokens: Option<u32>,
 }
 
 /// A `{name, value}` configuration value of a tool in an agent.

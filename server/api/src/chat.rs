@@ -37,6 +37,30 @@ pub struct ChatSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub top_p: Option<f64>,
+    /// How hard a model whose `reasoning` is `effort` thinks (OpenAI's
+    /// `reasoning_effort`); default: the provider's. Other models ignore
+    /// it, so a chat's setting survives a change of model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// The thinking budget in tokens of a model whose `reasoning` is
+    /// `budget` (Anthropic's extended thinking): 0 (the default) thinks
+    /// not at all; from 1024, bounded by the model's `max_output_tokens`
+    /// (a larger budget is lowered to leave room for the answer, and the
+    /// answer's `max_tokens` raised above the budget). Other models ignore
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 1000000))]
+    pub reasoning_budget_tokens: Option<u32>,
+}
+
+/// A reasoning effort (OpenAI's `reasoning_effort` values).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    Minimal,
+    Low,
+    Medium,
+    High,
 }
 
 /// Body of `POST /api/chat` and `PUT /api/chat` (all optional).
@@ -156,6 +180,10 @@ pub struct ChatMessage {
     /// `knowledge_base_ids`, `upload_ids`; on answers also `usage` and,
     /// when failed, `error_code`.
     pub metadata: serde_json::Value,
+    /// On an answer: the model's reasoning, apart from its content (`null`
+    /// when the model showed none).
+    #[schemars(with = "crate::schema::Nullable<String>")]
+    pub reasoning: Option<String>,
     pub status: ChatMessageStatus,
     #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
@@ -432,6 +460,10 @@ pub struct ChatSource {
 /// One Server-Sent Event of the chat streams (`send_message`, `stream`,
 /// `prompt`), sent as `id: N` (send_message and stream only) and
 /// `data: <json>` followed by a blank line.
+///
+/// The set of event types is open: a minor version may add one (0.9.0
+/// added `reasoning`), so a client skips an event whose `type` it does not
+/// know.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ChatStreamEvent {
@@ -446,6 +478,11 @@ pub enum ChatStreamEvent {
     Sources { sources: Vec<ChatSource> },
     /// The next piece of the answer, in order.
     Content { content: String },
+    /// The next piece of the model's reasoning (its thinking, shown apart
+    /// from the answer): before the answer's content and between its tool
+    /// calls. Stored as the answer's `reasoning`. At most 256 KiB of an
+    /// answer's reasoning is streamed and kept.
+    Reasoning { content: String },
     /// An agent's tool call begins.
     ToolStarted {
         id: String,
@@ -471,6 +508,10 @@ pub enum ChatStreamEvent {
         output_tokens: i64,
         total_tokens: i64,
         cached_tokens: i64,
+        /// Of the output tokens, those spent reasoning (reported by OpenAI
+        /// as `completion_tokens_details.reasoning_tokens`; estimated from
+        /// the thinking text for Anthropic, which counts it in its output).
+        reasoning_tokens: i64,
     },
     /// The stream is complete: `message` is `DONE`; `finish_reason` is
     /// `stop` (answered) or `stopped` (the stop operation).

@@ -71,6 +71,63 @@ pub struct Model {
     /// `openai_compatible` (any other OpenAI-compatible server) or `offline`
     /// (the built-in development model).
     pub provider: String,
+    /// What the model takes besides text (always listed first): `image`
+    /// (PNG, JPEG, WebP and GIF uploads reach it as images) and `pdf` (PDF
+    /// uploads reach it whole; to other models a PDF goes as its text).
+    /// Sending an image to a model without `image` input is refused with
+    /// `400 model_lacks_input`.
+    pub input: Vec<ModelInput>,
+    /// How the model reasons, which decides the settings it takes:
+    /// `effort` (`settings.reasoning_effort`), `budget`
+    /// (`settings.reasoning_budget_tokens`), `always` (it reasons on every
+    /// answer and takes neither), `none`. Reasoning streams as `reasoning`
+    /// events, apart from the answer's `content`.
+    pub reasoning: ReasoningMode,
+    /// The largest answer the model gives, in tokens: `settings.max_tokens`
+    /// and a reasoning budget are bounded by it.
+    pub max_output_tokens: u32,
+    /// The context window in tokens: an answer sends the most recent turns
+    /// of its history (images counted with the provider's formula) that
+    /// fit beside the new message and the answer.
+    pub context_tokens: u32,
+}
+
+/// What a model takes as input.
+#[derive(
+    Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelInput {
+    Text,
+    Image,
+    Pdf,
+}
+
+/// How a model reasons before it answers.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningMode {
+    /// It does not reason (or does not show it).
+    None,
+    /// OpenAI o-series and GPT-5 style: a `reasoning_effort` of `minimal`,
+    /// `low`, `medium` or `high`.
+    Effort,
+    /// Anthropic extended thinking: a budget of thinking tokens.
+    Budget,
+    /// DeepSeek-R1 style: it always reasons, streamed as
+    /// `reasoning_content`.
+    Always,
+}
+
+impl ReasoningMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningMode::None => "none",
+            ReasoningMode::Effort => "effort",
+            ReasoningMode::Budget => "budget",
+            ReasoningMode::Always => "always",
+        }
+    }
 }
 
 /// Body of `POST /api/conversation/create`.
@@ -190,6 +247,10 @@ pub struct ConversationMessage {
     pub chat_session_id: Uuid,
     /// Addition to the spec: `complete`, or why an answer is partial.
     pub status: MessageStatus,
+    /// On an answer: the model's reasoning, apart from its content (`null`
+    /// when the model showed none).
+    #[schemars(with = "crate::schema::Nullable<String>")]
+    pub reasoning: Option<String>,
 }
 
 /// One page of a conversation's messages.
@@ -215,6 +276,10 @@ pub struct StreamChatRequest {
 /// One Server-Sent Event of `POST /api/conversation/stream_chat` and `GET
 /// /api/conversation/stream`, sent as an `id: N` line (the event's number,
 /// from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line.
+///
+/// The set of event types is open: a minor version may add one (0.9.0
+/// added `reasoning`), so a client skips an event whose `type` it does not
+/// know.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ConversationStreamEvent {
@@ -222,6 +287,9 @@ pub enum ConversationStreamEvent {
     Start { message_id: String },
     /// The next piece of the answer, in order.
     Content { content: String },
+    /// The next piece of the model's reasoning, apart from the answer
+    /// (an addition; stored as the message's `reasoning`).
+    Reasoning { content: String },
     /// The answer is stored: complete, or `cancelled` when it was stopped
     /// (`POST /api/conversation/stop`).
     End,

@@ -242,6 +242,11 @@ pub struct ChatCompletionRequest {
 pub struct CompletionMessage {
     pub role: String,
     pub content: String,
+    /// The model's reasoning, apart from its text (as DeepSeek and vLLM
+    /// answer it); absent when the model showed none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub reasoning_content: Option<String>,
 }
 
 /// One choice of a completion.
@@ -305,6 +310,12 @@ pub struct ChunkDelta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
     pub content: Option<String>,
+    /// The next piece of the model's reasoning, apart from its text (the
+    /// `reasoning_content` field DeepSeek and vLLM stream; absent when the
+    /// model shows none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub reasoning_content: Option<String>,
 }
 
 /// A chat completion (`object` is `chat.completion`).

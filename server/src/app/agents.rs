@@ -393,12 +393,19 @@ pub async fn run_spec_with_tools(
             executor: executor.clone(),
         }));
     }
+    let (reasoning, max_tokens) = crate::app::models::reasoning(
+        &model,
+        params.reasoning_effort,
+        params.reasoning_budget_tokens,
+        params.max_tokens.and_then(|m| u32::try_from(m).ok()),
+    );
     Ok(RunSpec {
         model,
         retry: cx.models.retry.clone(),
         system_prompt: params.system_prompt,
         temperature: params.temperature.map(|t| t as f32),
-        max_tokens: params.max_tokens.and_then(|m| u32::try_from(m).ok()),
+        max_tokens,
+        reasoning,
         history,
         tools,
         limits: RunLimits::default(),
@@ -412,6 +419,8 @@ pub async fn run_spec_with_tools(
 #[derive(Default)]
 pub struct Collected {
     pub text: String,
+    /// The model's reasoning, apart from the text.
+    pub reasoning: String,
     pub tool_calls: Vec<ToolCallRecord>,
     pub usage: RunUsage,
     pub error: Option<(String, String)>,
@@ -422,6 +431,11 @@ pub async fn collect(mut events: tokio::sync::mpsc::Receiver<RuntimeEvent>) -> C
     while let Some(e) = events.recv().await {
         match e {
             RuntimeEvent::Text(t) => c.text.push_str(&t),
+            RuntimeEvent::Reasoning(r) => {
+                if c.reasoning.len() + r.len() <= crate::app::answer::REASONING_MAX_BYTES {
+                    c.reasoning.push_str(&r);
+                }
+            }
             RuntimeEvent::ToolStarted(_) => {}
             RuntimeEvent::ToolFinished(f) => c.tool_calls.push(ToolCallRecord {
                 id: f.id,

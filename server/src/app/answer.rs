@@ -58,6 +58,10 @@ pub const SAVE_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the stream waits for a finished answer to be stored before it
 /// closes (storing goes on in the background).
 pub const STORE_WAIT: Duration = Duration::from_secs(30);
+/// The most reasoning an answer keeps and streams, in bytes: a model's
+/// thinking rarely passes a few tens of kilobytes; what a provider sends
+/// past this is neither streamed nor stored (the answer goes on).
+pub const REASONING_MAX_BYTES: usize = 256 * 1024;
 /// The longest pause between two attempts to store an answer.
 const STORE_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
@@ -153,6 +157,12 @@ pub trait Area: Send + Sync + 'static {
     /// The event of a piece of text.
     fn content(&self, piece: String) -> Self::Event;
 
+    /// The event of a piece of the model's reasoning, when the area's
+    /// stream shows it.
+    fn reasoning(&self, _piece: String) -> Option<Self::Event> {
+        None
+    }
+
     /// The event of a tool call starting, when the area's stream has one.
     fn tool_started(&self, _id: String, _name: String, _input: Value) -> Option<Self::Event> {
         None
@@ -184,6 +194,7 @@ pub trait Area: Send + Sync + 'static {
     async fn store(
         &self,
         _text: &str,
+        _reasoning: &str,
         _usage: Option<Usage>,
         _outcome: &Outcome,
     ) -> Result<(), Error> {
@@ -331,6 +342,8 @@ impl<A: Area> Answer<A> {
         } = self;
         metrics.streams_active.fetch_add(1, Relaxed);
         let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut reasoning_cut = false;
         let mut usage: Option<Usage> = None;
         let mut saving: Option<tokio::task::JoinHandle<()>> = None;
         let mut saved_at = Instant::now();
@@ -366,6 +379,23 @@ impl<A: Area> Answer<A> {
                     }
                     save_partial(&area, &text, &mut saving, &mut saved_at, &log);
                 }
+                Some(RuntimeEvent::Reasoning(piece)) => {
+                    if reasoning_cut || reasoning.len() + piece.len() > REASONING_MAX_BYTES {
+                        if !reasoning_cut {
+                            reasoning_cut = true;
+                            slog::info!(log, "the model's reasoning passed the limit; \
+                                the rest is neither streamed nor stored";
+                                "limit" => REASONING_MAX_BYTES);
+                        }
+                        continue;
+                    }
+                    reasoning.push_str(&piece);
+                    if let Some(event) = area.reasoning(*piece)
+                        && !out.emit(event).await
+                    {
+                        break Outcome::Gone;
+                    }
+                }
                 Some(RuntimeEvent::ToolStarted(started)) => {
                     let ToolStarted { id, name, input } = *started;
                     if let Some(event) = area.tool_started(id, name, input)
@@ -386,6 +416,7 @@ impl<A: Area> Answer<A> {
                     total.input_tokens += u.input_tokens;
                     total.output_tokens += u.output_tokens;
                     total.cached_tokens += u.cached_tokens;
+                    total.reasoning_tokens += u.reasoning_tokens;
                 }
                 Some(RuntimeEvent::End) => break Outcome::Complete,
                 Some(RuntimeEvent::Error(e)) => {
@@ -421,7 +452,8 @@ impl<A: Area> Answer<A> {
             let outcome = outcome.clone();
             crate::telemetry::spawn(async move {
                 let result =
-                    store_until_stored(&*area, &text, usage, &outcome, &metrics, &log).await;
+                    store_until_stored(&*area, &text, &reasoning, usage, &outcome, &metrics, &log)
+                        .await;
                 let _ = done_tx.send(result.is_ok());
             })
         };
@@ -489,6 +521,7 @@ fn save_partial<A: Area>(
 async fn store_until_stored<A: Area>(
     area: &A,
     text: &str,
+    reasoning: &str,
     usage: Option<Usage>,
     outcome: &Outcome,
     metrics: &Metrics,
@@ -498,7 +531,7 @@ async fn store_until_stored<A: Area>(
     let mut backoff = Duration::from_millis(100);
     let mut pending = false;
     let result = loop {
-        match area.store(text, usage, outcome).await {
+        match area.store(text, reasoning, usage, outcome).await {
             Ok(()) => break Ok(()),
             Err(e @ Error::Unavailable { .. }) => {
                 if !pending {

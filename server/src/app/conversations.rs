@@ -30,7 +30,7 @@ use workspace_api::conversations::{
     ConversationSession, ConversationSessionCreate, ConversationSessionStatus,
     ConversationSessionView, ConversationStopResponse, ConversationStreamEvent,
     ConversationWithSessions, MESSAGES_DEFAULT_LIMIT, MESSAGES_MAX_LIMIT, MessageRole,
-    MessageStatus, MessagesQuery, Model, StreamChatRequest,
+    MessageStatus, MessagesQuery, StreamChatRequest,
 };
 
 pub use super::{MESSAGE_MAX_CHARS, TITLE_MAX_CHARS};
@@ -68,6 +68,7 @@ fn message_view(row: MessageRow) -> ConversationMessage {
             db::MessageStatus::Failed => MessageStatus::Failed,
             db::MessageStatus::Streaming => MessageStatus::Streaming,
         },
+        reasoning: row.reasoning,
     }
 }
 
@@ -146,11 +147,7 @@ pub async fn get_with_sessions(
             .map(|s| ConversationSessionView {
                 id: s.id,
                 conversation_id: s.conversation_id,
-                model: Model {
-                    id: s.model_id,
-                    name: s.model_name,
-                    provider: s.model_provider,
-                },
+                model: crate::app::models::view(cx, s.model_id, s.model_name, s.model_provider),
                 status: session_status(s.status),
                 created_at: s.created_at,
             })
@@ -275,6 +272,7 @@ pub async fn stream_chat(
         system_prompt: String::new(),
         temperature: None,
         max_tokens: None,
+        reasoning: None,
         history,
         tools: Vec::new(),
         limits: RunLimits::default(),
@@ -372,6 +370,10 @@ impl Area for ConversationAnswer {
         ConversationStreamEvent::Content { content: piece }
     }
 
+    fn reasoning(&self, piece: String) -> Option<ConversationStreamEvent> {
+        Some(ConversationStreamEvent::Reasoning { content: piece })
+    }
+
     fn status(&self, outcome: &Outcome) -> &'static str {
         stored_status(outcome).as_str()
     }
@@ -385,6 +387,7 @@ impl Area for ConversationAnswer {
     async fn store(
         &self,
         text: &str,
+        reasoning: &str,
         usage: Option<Usage>,
         outcome: &Outcome,
     ) -> Result<(), Error> {
@@ -397,6 +400,7 @@ impl Area for ConversationAnswer {
             input_tokens: usage.and_then(|u| tokens(u.input_tokens)),
             output_tokens: usage.and_then(|u| tokens(u.output_tokens)),
             cached_tokens: usage.and_then(|u| tokens(u.cached_tokens)),
+            reasoning: (!reasoning.is_empty()).then_some(reasoning),
         };
         self.datastore
             .message_store_answer(&self.grant, &self.session, &answer)

@@ -679,7 +679,11 @@ async fn complete(
     // step in one piece.
     spec.whole = true;
     let Collected {
-        text, usage, error, ..
+        text,
+        reasoning,
+        usage,
+        error,
+        ..
     } = crate::runtime::run_here(spec, collect).await;
     let (input_tokens, output_tokens, total_tokens) =
         (usage.input_tokens, usage.output_tokens, usage.total_tokens);
@@ -698,6 +702,7 @@ async fn complete(
                 message: CompletionMessage {
                     role: "assistant".into(),
                     content: text,
+                    reasoning_content: (!reasoning.is_empty()).then_some(reasoning),
                 },
                 finish_reason: "stop".into(),
             }],
@@ -756,6 +761,7 @@ fn stream(
         ChunkDelta {
             role: Some("assistant".to_string()),
             content: Some(String::new()),
+            reasoning_content: None,
         },
         None,
     );
@@ -799,9 +805,21 @@ impl crate::app::answer::Area for CompletionStream {
             ChunkDelta {
                 role: None,
                 content: Some(piece),
+                reasoning_content: None,
             },
             None,
         )
+    }
+
+    fn reasoning(&self, piece: String) -> Option<String> {
+        Some(self.chunk(
+            ChunkDelta {
+                role: None,
+                content: None,
+                reasoning_content: Some(piece),
+            },
+            None,
+        ))
     }
 
     /// Adds the tokens used to the deployment's counters (by the usage
@@ -809,6 +827,7 @@ impl crate::app::answer::Area for CompletionStream {
     async fn store(
         &self,
         _text: &str,
+        _reasoning: &str,
         usage: Option<crate::providers::Usage>,
         _outcome: &crate::app::answer::Outcome,
     ) -> Result<(), Error> {

@@ -281,6 +281,25 @@ pub async fn extract_text(
     }
 }
 
+/// The stored object's bytes when they are at most `limit` (`None` when
+/// more: read no further than that).
+pub(crate) async fn read_at_most(
+    cx: &ServerContext,
+    key: &str,
+    limit: usize,
+) -> Result<Option<Bytes>, Error> {
+    let mut stream = cx.files.read(key).await.map_err(Error::internal)?;
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(Error::internal)?;
+        if out.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Some(Bytes::from(out)))
+}
+
 /// The stored object's bytes (bounded by the upload limit it passed).
 async fn read_all(cx: &ServerContext, key: &str, size: i64) -> Result<Bytes, Error> {
     let limit = cx.config.files.max_upload_bytes.max(size.max(0) as u64) as usize;

@@ -749,6 +749,7 @@ pub async fn query(
         tools: Vec::new(),
         max_tokens: body.max_tokens.or(model.max_tokens),
         temperature: body.temperature.map(|t| t as f32),
+        reasoning: None,
         whole: false,
     };
     let log = cx.log.clone();

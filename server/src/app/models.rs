@@ -3,22 +3,47 @@
 use crate::authz::OrgAccess;
 use crate::context::ServerContext;
 use crate::error::Error;
-use crate::providers::ModelEntry;
+use crate::providers::{ModelEntry, Reasoning, ReasoningEffort};
 use uuid::Uuid;
 use workspace_api::conversations::Model;
 
 /// The models this server offers to the caller's organization, sorted by
 /// name (every organization may use every configured model).
 pub fn list(cx: &ServerContext, _access: &OrgAccess) -> Vec<Model> {
-    cx.models
-        .list()
-        .iter()
-        .map(|m| Model {
-            id: m.id,
-            name: m.name.clone(),
-            provider: m.provider.clone(),
-        })
-        .collect()
+    cx.models.list().iter().map(entry_view).collect()
+}
+
+fn entry_view(m: &ModelEntry) -> Model {
+    Model {
+        id: m.id,
+        name: m.name.clone(),
+        provider: m.provider.clone(),
+        input: m.capabilities.input.clone(),
+        reasoning: m.capabilities.reasoning,
+        max_output_tokens: m.capabilities.max_output_tokens,
+        context_tokens: m.context_tokens,
+    }
+}
+
+/// A stored model reference (a conversation session's) as the API shows
+/// it: with its capabilities while it is offered, else as a model no
+/// longer configured would be (text only, the defaults).
+pub fn view(cx: &ServerContext, id: Uuid, name: String, provider: String) -> Model {
+    match cx.models.get(id) {
+        Some(entry) => entry_view(entry),
+        None => {
+            let caps = crate::config::capabilities::resolve(&name, None, None, None);
+            Model {
+                id,
+                name,
+                provider,
+                input: vec![workspace_api::conversations::ModelInput::Text],
+                reasoning: workspace_api::conversations::ReasoningMode::None,
+                max_output_tokens: caps.max_output_tokens,
+                context_tokens: crate::config::DEFAULT_CONTEXT_TOKENS,
+            }
+        }
+    }
 }
 
 /// The model of a request: the given one, else the first offered.
@@ -34,3 +59,57 @@ pub(crate) fn pick(cx: &ServerContext, id: Option<Uuid>) -> Result<ModelEntry, E
         )
     })
 }
+
+/// The reasoning to ask of `model` and the answer's `max_tokens`, from the
+/// requested effort or budget (a message's settings, else the chat's or
+/// the agent's), bounded by the model's table:
+///
+/// - a model whose `reasoning` is `effort` gets the effort (else the
+///   provider's default);
+/// - a model whose `reasoning` is `budget` thinks when given a budget of at
+///   least [`MIN_THINKING_BUDGET`] tokens, lowered to leave
+///   [`MIN_THINKING_BUDGET`] tokens of the model's `max_output_tokens` for
+///   the answer, whose `max_tokens` is raised to exceed the budget (the
+///   API requires it);
+/// - other models take neither (a setting for another kind of model is
+///   ignored, so a chat's setting survives a change of model).
+///
+/// `max_tokens` never passes the model's `max_output_tokens`.
+pub fn reasoning(
+    model: &ModelEntry,
+    effort: Option<workspace_api::chat::ReasoningEffort>,
+    budget: Option<u32>,
+    max_tokens: Option<u32>,
+) -> (Option<Reasoning>, Option<u32>) {
+    use workspace_api::chat::ReasoningEffort as E;
+    use workspace_api::conversations::ReasoningMode;
+    let ceiling = model.capabilities.max_output_tokens;
+    let max_tokens = max_tokens.map(|m| m.min(ceiling));
+    match model.capabilities.reasoning {
+        ReasoningMode::Effort => {
+            let effort = effort.map(|e| match e {
+                E::Minimal => ReasoningEffort::Minimal,
+                E::Low => ReasoningEffort::Low,
+                E::Medium => ReasoningEffort::Medium,
+                E::High => ReasoningEffort::High,
+            });
+            (effort.map(Reasoning::Effort), max_tokens)
+        }
+        ReasoningMode::Budget => match budget {
+            Some(b) if b >= MIN_THINKING_BUDGET && ceiling >= 2 * MIN_THINKING_BUDGET => {
+                let budget = b.min(ceiling - MIN_THINKING_BUDGET);
+                let answer = max_tokens
+                    .or(model.max_tokens)
+                    .unwrap_or(crate::runtime::context::ANSWER_RESERVE_TOKENS);
+                let max = budget.saturating_add(answer).min(ceiling).max(budget + 1);
+                (Some(Reasoning::Budget(budget)), Some(max))
+            }
+            _ => (None, max_tokens),
+        },
+        ReasoningMode::None | ReasoningMode::Always => (None, max_tokens),
+    }
+}
+
+/// The smallest thinking budget (Anthropic's minimum), and the least room
+/// left for the answer beside a budget.
+pub const MIN_THINKING_BUDGET: u32 = 1_024;

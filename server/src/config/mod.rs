@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 mod audit;
 mod auth;
+pub mod capabilities;
 mod database;
 mod deletion;
 mod http;
@@ -376,10 +377,18 @@ impl Config {
             if model.context_tokens == Some(0) {
                 bail!("models: {name:?}: context_tokens must be positive");
             }
+            if model.max_output_tokens == Some(0) {
+                bail!("models: {name:?}: max_output_tokens must be positive");
+            }
+            if let (Some(max), Some(out)) = (model.max_tokens, model.max_output_tokens)
+                && max > out
+            {
+                bail!("models: {name:?}: max_tokens ({max}) is above max_output_tokens ({out})");
+            }
             let Some(kind) = model.provider_kind() else {
                 bail!(
                     "models: {name:?}: set `provider` (the name has no known prefix: \
-                     gpt-/o1, claude-, deepseek-, gemini-)"
+                     gpt-/o1/o3/o4, claude-, deepseek-, gemini-)"
                 );
             };
             match model.base_url.as_deref().or(kind.default_base_url()) {

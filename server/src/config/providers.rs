@@ -48,7 +48,8 @@ impl Default for ProvidersConfig {
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
-    /// OpenAI chat completions; model names start with `gpt-` or `o1`.
+    /// OpenAI chat completions; model names start with `gpt-`, `o1`, `o3`
+    /// or `o4`.
     Openai,
     /// Anthropic Messages API; model names start with `claude-`.
     Anthropic,
@@ -83,7 +84,11 @@ impl ProviderKind {
     /// The provider a model name belongs to by its prefix (`gpt-` or `o1`,
     /// `claude-`, `deepseek-`, `gemini-`), as in the MCP playground.
     pub fn for_model_name(name: &str) -> Option<ProviderKind> {
-        if name.starts_with("gpt-") || name.starts_with("o1") {
+        if name.starts_with("gpt-")
+            || name.starts_with("o1")
+            || name.starts_with("o3")
+            || name.starts_with("o4")
+        {
             Some(ProviderKind::Openai)
         } else if name.starts_with("claude-") {
             Some(ProviderKind::Anthropic)
@@ -162,6 +167,20 @@ pub struct ModelConfig {
     /// (with its sources) and the answer's `max_tokens`.
     #[serde(default)]
     pub context_tokens: Option<u32>,
+    /// What the model takes: `text` and any of `image` and `pdf` (default:
+    /// from the table of known model names, else text only).
+    #[serde(default)]
+    pub input: Option<Vec<workspace_api::conversations::ModelInput>>,
+    /// How the model reasons: `none`, `effort` (OpenAI
+    /// `reasoning_effort`), `budget` (Anthropic `thinking.budget_tokens`)
+    /// or `always` (DeepSeek-R1 style `reasoning_content`); default from
+    /// the table, else `none`.
+    #[serde(default)]
+    pub reasoning: Option<workspace_api::conversations::ReasoningMode>,
+    /// The largest answer the model gives (bounds `max_tokens` and a
+    /// reasoning budget); default from the table, else 4096.
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
 }
 
 /// The context window assumed for a model that does not configure
@@ -182,6 +201,9 @@ impl std::fmt::Debug for ModelConfig {
             .field("api_key_env", &self.api_key_env)
             .field("max_tokens", &self.max_tokens)
             .field("context_tokens", &self.context_tokens)
+            .field("input", &self.input)
+            .field("reasoning", &self.reasoning)
+            .field("max_output_tokens", &self.max_output_tokens)
             .finish()
     }
 }
@@ -191,6 +213,18 @@ impl ModelConfig {
     pub fn provider_kind(&self) -> Option<ProviderKind> {
         self.provider
             .or_else(|| ProviderKind::for_model_name(&self.name))
+    }
+
+    /// What the model takes and gives: its own fields, else the table of
+    /// known names (by the upstream name when it has one, the name a
+    /// provider knows the model by).
+    pub fn capabilities(&self) -> super::capabilities::Capabilities {
+        super::capabilities::resolve(
+            self.upstream_model.as_deref().unwrap_or(&self.name),
+            self.input.as_deref(),
+            self.reasoning,
+            self.max_output_tokens,
+        )
     }
 }
 
@@ -253,6 +287,9 @@ impl super::Config {
                     api_key_env: None,
                     max_tokens: None,
                     context_tokens: None,
+                    input: None,
+                    reasoning: None,
+                    max_output_tokens: None,
                 });
             }
         }

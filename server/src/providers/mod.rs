@@ -47,6 +47,77 @@ pub struct ChatMessage {
     pub tool_calls: Vec<ToolCall>,
     /// For [`Role::Tool`]: the call this is the result of.
     pub tool_call_id: Option<String>,
+    /// What a user message carries besides its text (images, PDFs), sent
+    /// as the provider's own content parts before the text.
+    pub attachments: Vec<Attachment>,
+    /// An assistant turn's reasoning blocks, sent back unchanged in the
+    /// same answer's tool loop (Anthropic requires its `thinking` blocks,
+    /// with their signatures, before the `tool_use` they led to). Only the
+    /// runtime fills it, from the same model's answer: no provider is ever
+    /// sent another provider's reasoning, and stored history carries none.
+    pub reasoning: Vec<ReasoningBlock>,
+}
+
+/// A file a user message carries to a model that takes it natively.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attachment {
+    /// An image, already prepared (decoded once, downscaled to the
+    /// providers' maximum, re-encoded without metadata: see
+    /// [`crate::media::prepare_image`]).
+    Image {
+        /// `image/jpeg` or `image/png`.
+        media_type: String,
+        data: bytes::Bytes,
+        width: u32,
+        height: u32,
+        /// OpenAI's `detail` (`auto` unless asked otherwise).
+        detail: crate::media::ImageDetail,
+    },
+    /// A PDF, as uploaded (bounded in bytes and pages by the caller).
+    Pdf {
+        filename: String,
+        data: bytes::Bytes,
+        pages: u32,
+    },
+}
+
+/// A reasoning block of an answer, as its provider gave it, kept to be
+/// sent back to the same provider within the answer's tool loop.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReasoningBlock {
+    /// Anthropic `thinking`: its text and the `signature` that proves it.
+    Thinking { thinking: String, signature: String },
+    /// Anthropic `redacted_thinking`: encrypted, opaque data.
+    Redacted { data: String },
+}
+
+/// How hard a reasoning model thinks, in the model's own terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reasoning {
+    /// OpenAI `reasoning_effort` (o-series, GPT-5).
+    Effort(ReasoningEffort),
+    /// Anthropic extended thinking: `thinking.budget_tokens`.
+    Budget(u32),
+}
+
+/// OpenAI's `reasoning_effort` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReasoningEffort {
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
 }
 
 impl ChatMessage {
@@ -56,6 +127,8 @@ impl ChatMessage {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            attachments: Vec::new(),
+            reasoning: Vec::new(),
         }
     }
     pub fn system(content: impl Into<String>) -> ChatMessage {
@@ -73,6 +146,8 @@ impl ChatMessage {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            attachments: Vec::new(),
+            reasoning: Vec::new(),
         }
     }
 }
@@ -102,6 +177,11 @@ pub struct Usage {
     pub output_tokens: u32,
     /// Input tokens served from the provider's prompt cache.
     pub cached_tokens: u32,
+    /// Of the output tokens, those spent reasoning (OpenAI's
+    /// `completion_tokens_details.reasoning_tokens`; for Anthropic, which
+    /// counts thinking in its output without a separate figure, estimated
+    /// from the thinking text and capped at the output).
+    pub reasoning_tokens: u32,
 }
 
 impl Usage {
@@ -127,6 +207,11 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
+    /// Reasoning asked of a reasoning model (already bounded by the
+    /// model's table). A client whose model does not take this kind sends
+    /// nothing; with reasoning on, no `temperature` is sent (OpenAI's
+    /// reasoning models and Anthropic's extended thinking refuse one).
+    pub reasoning: Option<Reasoning>,
     /// The answer is wanted only once complete (its caller passes nothing
     /// on before the end): a provider that can answer in one piece is
     /// asked to (OpenAI-compatible: `stream: false`), which costs one read
@@ -141,6 +226,14 @@ pub struct ChatRequest {
 pub enum ChatEvent {
     /// The next piece of text.
     Text(String),
+    /// The next piece of the model's reasoning (shown apart from the text:
+    /// Anthropic `thinking_delta`, OpenAI-compatible `reasoning_content`
+    /// or `reasoning`).
+    Reasoning(String),
+    /// A complete reasoning block to send back in a tool loop (Anthropic
+    /// `thinking` with its signature, `redacted_thinking`), emitted when
+    /// the block ends; its text was streamed as [`ChatEvent::Reasoning`].
+    ReasoningBlock(ReasoningBlock),
     /// A tool call, complete (emitted once its last fragment arrived).
     ToolCall(ToolCall),
     /// Token usage (usually once, near the end).

@@ -25,10 +25,54 @@ impl OfflineModel {
             .map(|m| m.content.as_str())
             .unwrap_or("");
         let earlier = request.messages.len().saturating_sub(1);
-        format!(
+        let mut answer = format!(
             "This is offline-dev-model, the built-in development model; no language model \
              provider is configured. You said: \"{last}\". Earlier messages in this session: {earlier}."
-        )
+        );
+        let attached = Self::attachments(request);
+        if !attached.is_empty() {
+            answer.push_str(&format!(" Attached: {}.", attached.join(", ")));
+        }
+        answer
+    }
+
+    /// What the last user message carries, as the model "sees" it: each
+    /// image's type and size, each PDF's name and pages.
+    fn attachments(request: &ChatRequest) -> Vec<String> {
+        let Some(last) = request.messages.iter().rev().find(|m| m.role == Role::User) else {
+            return Vec::new();
+        };
+        last.attachments
+            .iter()
+            .map(|a| match a {
+                super::Attachment::Image {
+                    media_type,
+                    width,
+                    height,
+                    ..
+                } => format!("an image ({media_type}, {width}x{height})"),
+                super::Attachment::Pdf {
+                    filename, pages, ..
+                } => format!("a PDF ({filename}, {pages} pages)"),
+            })
+            .collect()
+    }
+
+    /// The reasoning shown before the answer when an effort is asked for.
+    pub fn reasoning(request: &ChatRequest) -> Option<String> {
+        match request.reasoning {
+            Some(super::Reasoning::Effort(effort)) => Some(format!(
+                "Thinking with {} effort: the user wrote {} words; I repeat them.",
+                effort.as_str(),
+                request
+                    .messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::User)
+                    .map_or(0, |m| m.content.split_whitespace().count())
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -105,12 +149,14 @@ impl ChatModel for OfflineModel {
                     .map(|m| m.content.split_whitespace().count() as u32)
                     .sum(),
                 output_tokens: 1,
-                cached_tokens: 0,
+                ..Default::default()
             };
             let tail = [ChatEvent::Usage(usage), ChatEvent::Finish(finish)];
             return Ok(futures::stream::iter(events.into_iter().chain(tail).map(Ok)).boxed());
         }
         let answer = Self::answer(request);
+        let reasoning = Self::reasoning(request);
+        let thought = reasoning.as_deref().map(chunks).unwrap_or_default();
         let pieces = chunks(&answer);
         let input_tokens: usize = request
             .messages
@@ -119,15 +165,20 @@ impl ChatModel for OfflineModel {
             .sum();
         let usage = Usage {
             input_tokens: input_tokens as u32,
-            output_tokens: pieces.len() as u32,
+            output_tokens: (thought.len() + pieces.len()) as u32,
             cached_tokens: 0,
+            reasoning_tokens: thought.len() as u32,
         };
         let delay = self.chunk_delay;
-        let text = futures::stream::iter(pieces).then(move |piece| async move {
+        let events = thought
+            .into_iter()
+            .map(ChatEvent::Reasoning)
+            .chain(pieces.into_iter().map(ChatEvent::Text));
+        let text = futures::stream::iter(events).then(move |event| async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            Ok(ChatEvent::Text(piece))
+            Ok(event)
         });
         let tail = futures::stream::iter([
             Ok(ChatEvent::Usage(usage)),

@@ -4,6 +4,7 @@ use super::ChatModel;
 use super::anthropic::AnthropicClient;
 use super::offline::OfflineModel;
 use super::openai::OpenAiClient;
+use crate::config::capabilities::{self, Capabilities};
 use crate::config::{Config, DEFAULT_CONTEXT_TOKENS, OFFLINE_MODEL_NAME, ProviderKind};
 use anyhow::{Context, Result};
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct ModelSpec {
     pub max_tokens: Option<u32>,
     /// The context window in tokens (see `ModelConfig::context_tokens`).
     pub context_tokens: u32,
+    /// What it takes and gives (see `config::capabilities`).
+    pub capabilities: Capabilities,
     pub chat: Arc<dyn ChatModel>,
 }
 
@@ -42,6 +45,8 @@ pub struct ModelEntry {
     pub max_tokens: Option<u32>,
     /// The context window in tokens (see `ModelConfig::context_tokens`).
     pub context_tokens: u32,
+    /// What it takes and gives (see `config::capabilities`).
+    pub capabilities: Arc<Capabilities>,
     pub chat: Arc<dyn ChatModel>,
 }
 
@@ -73,6 +78,7 @@ pub fn configured_models(config: &Config) -> Result<Vec<ModelSpec>> {
             provider: "offline".to_string(),
             max_tokens: None,
             context_tokens: DEFAULT_CONTEXT_TOKENS,
+            capabilities: capabilities::offline(),
             chat: Arc::new(OfflineModel {
                 chunk_delay: Duration::from_millis(config.providers.offline_chunk_delay_ms),
             }),
@@ -109,6 +115,7 @@ pub fn configured_models(config: &Config) -> Result<Vec<ModelSpec>> {
             provider: kind.as_str().to_string(),
             max_tokens: model.max_tokens,
             context_tokens: model.context_tokens.unwrap_or(DEFAULT_CONTEXT_TOKENS),
+            capabilities: model.capabilities(),
             chat,
         });
     }
@@ -127,6 +134,7 @@ impl ModelRegistry {
                 provider: s.provider,
                 max_tokens: s.max_tokens,
                 context_tokens: s.context_tokens,
+                capabilities: Arc::new(s.capabilities),
                 chat: s.chat,
             })
             .collect();

@@ -15,7 +15,8 @@
 //! reads a history (newest rows first, stopping at the budget: see
 //! `HistoryBound`), so neither reads a whole long history.
 
-use crate::providers::{ChatMessage, ModelEntry, Role};
+use crate::media::{ImageDetail, anthropic_image_tokens, openai_image_tokens};
+use crate::providers::{Attachment, ChatMessage, ModelEntry, Role};
 
 /// Tokens kept for the answer when neither the run nor the model sets
 /// `max_tokens` (Anthropic's default `max_tokens` here too).
@@ -38,17 +39,48 @@ pub fn estimate_tokens(text: &str) -> u32 {
     u32::try_from(text.len().div_ceil(3)).unwrap_or(u32::MAX)
 }
 
-/// A message's estimated tokens: its text and tool calls, plus
-/// [`MESSAGE_OVERHEAD_TOKENS`].
-pub fn message_tokens(message: &ChatMessage) -> u32 {
+/// Tokens counted for each page of a PDF sent whole: providers read a
+/// page as its text and as an image of it (Anthropic documents 1,500 to
+/// 3,000 tokens a page), so the upper figure is used.
+pub const PDF_PAGE_TOKENS: u32 = 3_000;
+
+/// The tokens an attachment costs with `provider`'s published formula:
+/// Anthropic's `width × height / 750` for an image, OpenAI's tiles for
+/// every other provider (all speak its format); [`PDF_PAGE_TOKENS`] a page.
+pub fn attachment_tokens(attachment: &Attachment, provider: &str) -> u32 {
+    match attachment {
+        Attachment::Image {
+            width,
+            height,
+            detail,
+            ..
+        } => match provider {
+            "anthropic" => anthropic_image_tokens(*width, *height),
+            _ => openai_image_tokens(*width, *height, *detail),
+        },
+        Attachment::Pdf { pages, .. } => pages.saturating_mul(PDF_PAGE_TOKENS),
+    }
+}
+
+/// A message's estimated tokens with `provider`: its text, tool calls and
+/// attachments, plus [`MESSAGE_OVERHEAD_TOKENS`].
+pub fn message_tokens(message: &ChatMessage, provider: &str) -> u32 {
     let calls = message.tool_calls.iter().fold(0u32, |n, c| {
         n.saturating_add(estimate_tokens(&c.name))
             .saturating_add(estimate_tokens(&c.arguments))
     });
+    let attached = message.attachments.iter().fold(0u32, |n, a| {
+        n.saturating_add(attachment_tokens(a, provider))
+    });
     estimate_tokens(&message.content)
         .saturating_add(calls)
+        .saturating_add(attached)
         .saturating_add(MESSAGE_OVERHEAD_TOKENS)
 }
+
+/// The detail an image is sent with (OpenAI's `detail`): `auto`, which
+/// lets the provider choose and is counted as `high`.
+pub const IMAGE_DETAIL: ImageDetail = ImageDetail::Auto;
 
 /// The tokens the earlier messages may take: the model's context less the
 /// answer's reserve (`max_tokens`, else the model's, else
@@ -70,11 +102,11 @@ pub fn history_budget(model: &ModelEntry, max_tokens: Option<u32>, fixed: u32) -
 /// at the start that is not a user message (an answer or a tool result
 /// whose question was dropped), so the kept history starts a turn.
 /// Returns how many were dropped.
-pub fn fit_history(earlier: &mut Vec<ChatMessage>, budget: u32) -> usize {
+pub fn fit_history(earlier: &mut Vec<ChatMessage>, budget: u32, provider: &str) -> usize {
     let mut used = 0u64;
     let mut keep = 0usize;
     for m in earlier.iter().rev() {
-        let cost = u64::from(message_tokens(m));
+        let cost = u64::from(message_tokens(m, provider));
         if keep == HISTORY_MAX_MESSAGES || used + cost > u64::from(budget) {
             break;
         }
@@ -110,9 +142,9 @@ impl super::RunSpec {
         };
         let fixed = system
             .saturating_add(tools)
-            .saturating_add(message_tokens(&new));
+            .saturating_add(message_tokens(&new, &self.model.provider));
         let budget = history_budget(&self.model, self.max_tokens, fixed);
-        let dropped = fit_history(&mut self.history, budget);
+        let dropped = fit_history(&mut self.history, budget, &self.model.provider);
         self.history.push(new);
         if dropped > 0 {
             slog::debug!(self.log, "history cut to the model's context";
@@ -146,7 +178,7 @@ mod tests {
         // 3 bytes a character: one token each.
         assert_eq!(estimate_tokens("日本語"), 3);
         assert_eq!(
-            message_tokens(&M::user("abcdef")),
+            message_tokens(&M::user("abcdef"), "openai"),
             2 + MESSAGE_OVERHEAD_TOKENS
         );
     }
@@ -157,7 +189,7 @@ mod tests {
         let mut h = turns(10, "xxxxx");
         // 4 turns (48 tokens) and half of a fifth: the fifth's answer
         // fits, its question does not, so the answer goes too.
-        let dropped = fit_history(&mut h, 54);
+        let dropped = fit_history(&mut h, 54, "openai");
         assert_eq!(dropped, 12);
         assert_eq!(h.len(), 8);
         assert_eq!(h[0], M::user("xxxxx6"));
@@ -167,10 +199,10 @@ mod tests {
     #[test]
     fn an_empty_budget_keeps_nothing_and_a_large_one_keeps_all() {
         let mut h = turns(3, "x");
-        assert_eq!(fit_history(&mut h, 0), 6);
+        assert_eq!(fit_history(&mut h, 0, "openai"), 6);
         assert!(h.is_empty());
         let mut h = turns(3, "x");
-        assert_eq!(fit_history(&mut h, u32::MAX), 0);
+        assert_eq!(fit_history(&mut h, u32::MAX, "openai"), 0);
         assert_eq!(h.len(), 6);
     }
 
@@ -182,14 +214,14 @@ mod tests {
             M::user("question"),
             M::assistant("answer"),
         ];
-        assert_eq!(fit_history(&mut h, u32::MAX), 2);
+        assert_eq!(fit_history(&mut h, u32::MAX, "openai"), 2);
         assert_eq!(h[0], M::user("question"));
     }
 
     #[test]
     fn at_most_the_row_cap_whatever_the_budget() {
         let mut h = turns(HISTORY_MAX_MESSAGES, "x");
-        fit_history(&mut h, u32::MAX);
+        fit_history(&mut h, u32::MAX, "openai");
         assert_eq!(h.len(), HISTORY_MAX_MESSAGES);
         assert_eq!(h[0], M::user(format!("x{}", HISTORY_MAX_MESSAGES / 2)));
     }

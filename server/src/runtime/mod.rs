@@ -57,10 +57,14 @@ pub struct RunError {
 #[derive(Clone, Debug, PartialEq)]
 pub enum RuntimeEvent {
     Text(String),
+    /// A piece of the model's reasoning, apart from its text (boxed: a
+    /// second unboxed string would make every event larger).
+    Reasoning(Box<String>),
     ToolStarted(Box<ToolStarted>),
     ToolFinished(Box<ToolFinished>),
-    /// Usage of one model step.
-    Usage(Usage),
+    /// Usage of one model step (boxed: once a step, and it would make
+    /// every event larger).
+    Usage(Box<Usage>),
     /// The model answered.
     End,
     /// The run failed (the model provider, or the step limit).
@@ -109,6 +113,8 @@ pub struct RunSpec {
     pub system_prompt: String,
     pub temperature: Option<f32>,
     pub max_tokens: Option<u32>,
+    /// Reasoning asked of the model (bounded by its table already).
+    pub reasoning: Option<providers::Reasoning>,
     /// Earlier messages and the new one, oldest first (no system message).
     pub history: Vec<ChatMessage>,
     pub tools: Vec<Arc<dyn RuntimeTool>>,
@@ -181,6 +187,7 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
             tools: specs.clone(),
             max_tokens: spec.max_tokens.or(spec.model.max_tokens),
             temperature: spec.temperature,
+            reasoning: spec.reasoning,
             whole: spec.whole,
         });
         // Boxed: starting (with its retries and timeouts) is a step's
@@ -208,8 +215,19 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
         };
         let mut text = String::new();
         let mut calls: Vec<ToolCall> = Vec::new();
+        // This step's reasoning blocks: sent back with its tool calls.
+        let mut reasoning: Vec<providers::ReasoningBlock> = Vec::new();
         while let Some(item) = stream.next().await {
             match item {
+                Ok(ChatEvent::Reasoning(r)) => {
+                    if let Some(m) = &mut metered {
+                        m.text(r.len());
+                    }
+                    if tx.send(RuntimeEvent::Reasoning(Box::new(r))).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(ChatEvent::ReasoningBlock(block)) => reasoning.push(block),
                 Ok(ChatEvent::Text(t)) => {
                     if let Some(m) = &mut metered {
                         m.text(t.len());
@@ -224,7 +242,7 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
                     if let Some(m) = &mut metered {
                         m.reported(u);
                     }
-                    let _ = tx.send(RuntimeEvent::Usage(u)).await;
+                    let _ = tx.send(RuntimeEvent::Usage(Box::new(u))).await;
                 }
                 Ok(ChatEvent::Finish(_)) => {}
                 Err(e) => {
@@ -259,6 +277,8 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
             content: text,
             tool_calls: calls.clone(),
             tool_call_id: None,
+            attachments: Vec::new(),
+            reasoning,
         });
         for call in calls {
             let input: Value = serde_json::from_str(&call.arguments)

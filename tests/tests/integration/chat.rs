@@ -588,6 +588,9 @@ async fn the_daily_limit_and_provider_failures() {
             api_key_env: None,
             max_tokens: None,
             context_tokens: None,
+            input: None,
+            reasoning: None,
+            max_output_tokens: None,
         });
     })
     .await;
@@ -1397,6 +1400,9 @@ async fn send_message_time_to_first_token_overhead() {
             api_key_env: None,
             max_tokens: None,
             context_tokens: None,
+            input: None,
+            reasoning: None,
+            max_output_tokens: None,
         });
     })
     .await;

@@ -402,6 +402,9 @@ async fn the_snapshot_holds_no_prompt_data_nor_ids() {
             api_key_env: None,
             max_tokens: None,
             context_tokens: None,
+            input: None,
+            reasoning: None,
+            max_output_tokens: None,
         });
     })
     .await;

@@ -30,6 +30,9 @@ fn configure(fake_url: String) -> impl FnOnce(&mut Config) + Clone {
                 api_key_env: None,
                 max_tokens: None,
                 context_tokens: None,
+                input: None,
+                reasoning: None,
+                max_output_tokens: None,
             },
         );
     }

@@ -33,6 +33,9 @@ fn add_model(config: &mut Config, name: &str, kind: ProviderKind, base_url: Stri
         api_key_env: None,
         max_tokens: None,
         context_tokens: None,
+        input: None,
+        reasoning: None,
+        max_output_tokens: None,
     });
 }
 

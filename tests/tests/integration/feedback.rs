@@ -69,7 +69,8 @@ async fn conversation_answer(client: &Client, org: Uuid, session: Uuid, text: &s
             types::ConversationStreamEvent::Start(s) => id = Some(s.message_id),
             types::ConversationStreamEvent::End(_) => break,
             types::ConversationStreamEvent::Error(e) => panic!("the answer failed: {e:?}"),
-            types::ConversationStreamEvent::Content(_) => {}
+            types::ConversationStreamEvent::Content(_)
+            | types::ConversationStreamEvent::Reasoning(_) => {}
         }
     }
     id.expect("a start event")

@@ -67,6 +67,9 @@ fn configure(fake_url: String, max_tokens: Option<u32>) -> impl FnOnce(&mut Conf
             api_key_env: None,
             max_tokens,
             context_tokens: Some(CONTEXT),
+            input: None,
+            reasoning: None,
+            max_output_tokens: None,
         });
     }
 }

@@ -92,6 +92,9 @@ async fn documents_are_ingested_found_and_cited() {
             api_key_env: None,
             max_tokens: None,
             context_tokens: None,
+            input: None,
+            reasoning: None,
+            max_output_tokens: None,
         });
     })
     .await;

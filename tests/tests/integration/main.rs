@@ -48,5 +48,6 @@ mod tokens;
 mod tools;
 mod usage;
 mod users_list;
+mod vision;
 mod web;
 mod webhooks;

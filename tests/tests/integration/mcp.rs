@@ -1490,6 +1490,9 @@ async fn mcp_discovery_asks_a_configured_model_first() {
             api_key_env: None,
             max_tokens: None,
             context_tokens: None,
+            input: None,
+            reasoning: None,
+            max_output_tokens: None,
         });
     })
     .await;

@@ -25,6 +25,7 @@ fn request() -> ChatRequest {
         }],
         max_tokens: Some(100),
         temperature: Some(0.2),
+        reasoning: None,
         whole: false,
     }
 }
@@ -83,7 +84,8 @@ async fn openai_tool_call_deltas_and_usage() {
         ChatEvent::Usage(Usage {
             input_tokens: 11,
             output_tokens: 2,
-            cached_tokens: 4
+            cached_tokens: 4,
+            ..Default::default()
         })
     );
 }
@@ -157,7 +159,8 @@ async fn openai_whole_answers_are_asked_unstreamed() {
             ChatEvent::Usage(Usage {
                 input_tokens: 11,
                 output_tokens: 2,
-                cached_tokens: 4
+                cached_tokens: 4,
+                ..Default::default()
             }),
             ChatEvent::Finish(FinishReason::Stop),
         ]
@@ -226,7 +229,8 @@ async fn anthropic_tool_use_and_system_prompt() {
             ChatEvent::Usage(Usage {
                 input_tokens: 5,
                 output_tokens: 9,
-                cached_tokens: 0
+                cached_tokens: 0,
+                ..Default::default()
             }),
             ChatEvent::Finish(FinishReason::ToolCalls),
         ]

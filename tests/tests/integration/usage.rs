@@ -29,6 +29,9 @@ fn model(name: &str, url: String) -> ModelConfig {
         api_key_env: None,
         max_tokens: None,
         context_tokens: None,
+        input: None,
+        reasoning: None,
+        max_output_tokens: None,
     }
 }
 

@@ -234,7 +234,7 @@ export interface OperationErrors {
     503: "database_unavailable" | "server_busy";
   };
   chat_edit_message: {
-    400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "not_a_question";
+    400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "model_lacks_input" | "image_too_large" | "image_unreadable" | "image_unsupported" | "not_a_question";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
@@ -353,7 +353,7 @@ export interface OperationErrors {
     503: "database_unavailable" | "server_busy";
   };
   chat_regenerate: {
-    400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "not_an_answer";
+    400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "model_lacks_input" | "image_too_large" | "image_unreadable" | "image_unsupported" | "not_an_answer";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";
@@ -371,7 +371,7 @@ export interface OperationErrors {
     503: "database_unavailable" | "server_busy";
   };
   chat_send_message: {
-    400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported";
+    400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "model_lacks_input" | "image_too_large" | "image_unreadable" | "image_unsupported";
     401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
     403: "forbidden" | "insufficient_scope" | "sso_required";
     404: "not_found";

@@ -1093,17 +1093,17 @@ export interface paths {
         put?: never;
         /**
          * Send a message and stream the answer (resumable).
-         * @description Permission `chats:write` (and `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). Without `chat_id` a new chat is created. Server-Sent Events, each `id: N` (numbered from 1) and `data: <ChatStreamEvent>`: `start` (`chat_id`, `user_message_id`, `message_id`), `sources` (when knowledge bases were searched), any `content` pieces (with an agent also `tool_started` and `tool_finished`), `usage`, `title` (first answer of a new chat only), and last `{"type":"end","message":"DONE","finish_reason": "stop"}`; or `{"type":"error","error_code","message"}` (the text so far is kept as the answer, `failed`; `error_code` `membership_revoked` when the caller is suspended or removed from the organization, or leaves it, while the answer streams).
+         * @description Permission `chats:write` (and `kb:read` with `knowledge_base_ids`, `agent:execute` with `agent_id`). Without `chat_id` a new chat is created. Server-Sent Events, each `id: N` (numbered from 1) and `data: <ChatStreamEvent>`: `start` (`chat_id`, `user_message_id`, `message_id`), `sources` (when knowledge bases were searched), any `reasoning` and `content` pieces (the model's thinking, when it shows it, comes before the answer's content and between tool calls, and is stored as the answer's `reasoning`; with an agent also `tool_started` and `tool_finished`), `usage`, `title` (first answer of a new chat only), and last `{"type":"end","message":"DONE", "finish_reason":"stop"}`; or `{"type":"error","error_code","message"}` (the text so far is kept as the answer, `failed`; `error_code` `membership_revoked` when the caller is suspended or removed from the organization, or leaves it, while the answer streams).
          *
-         *     Prompt: an agent's system prompt; the most recent whole turns of the chat's history that fit the model's context window beside the rest (oldest first; at most 200 earlier messages, as in conversations); then the user's message preceded by the retrieved excerpts (each knowledge base searched with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for citation; `sources[].index` is that number) and the text of the given uploads (text documents now; other formats once their text is extracted), always sent. Settings: the request's, else the chat's.
+         *     Prompt: an agent's system prompt; the most recent whole turns of the chat's history that fit the model's context window beside the rest (oldest first; at most 200 earlier messages, as in conversations); then the user's message preceded by the retrieved excerpts (each knowledge base searched with `limit` 10 and `score_threshold` 0.1, numbered `[n]` for citation; `sources[].index` is that number) and the given uploads, always sent. Uploads reach the model in its provider's own format when the model takes them (`input` in `GET /api/models/list`): PNG, JPEG, WebP and GIF (first frame) as images, prepared once (downscaled to at most 1568 pixels on the long edge and 1.15 megapixels, re-encoded without metadata) and kept, so the images of earlier turns are sent again, within the context window (counted with the provider's image-token formula) and at most 32 a request, without being decoded again; PDFs whole (at most 32 MiB and 100 pages; larger ones as text) to a model with `pdf` input; every other upload, and PDFs to other models, as extracted text. Settings: the request's, else the chat's; `reasoning_effort` and `reasoning_budget_tokens` apply to models whose `reasoning` is `effort` or `budget`, bounded by the model's `max_output_tokens`.
          *
          *     The title of a new chat is generated after its first answer (a short model call; the offline model answers with the first words of the message), stored, sent as `title` and broadcast to the caller's WebSocket clients (`GET /api/chat/ws`).
          *
          *     Every message counts towards `daily_chat_limit` as in conversations (`429 daily_chat_limit_exceeded` with `Retry-After`, atomically, before anything is stored); token usage is added to the chat's `metadata.usage`. Provider errors are retried with backoff before the first piece arrives (as in conversations), later ones end the stream with `error`.
          *
-         *     An agent answers through the agent runtime with its own model, system prompt, settings and tools; it must have passed its test (`ready`) or be `deployed`/`active`: otherwise `409 agent_not_active`. Only text models exist in this server: every configured model is a chat model, so `model_modality_unsupported` (400) is reserved for image/video models and not answered today.
+         *     An agent answers through the agent runtime with its own model, system prompt, settings and tools; it must have passed its test (`ready`) or be `deployed`/`active`: otherwise `409 agent_not_active`. Every configured model is a chat model, so `model_modality_unsupported` (400) is reserved for image or video generation models and not answered today.
          *
-         *     Errors before the stream: `400 invalid_message`, `400 invalid_settings`, `400 model_unavailable` (no such model), `404 not_found` (chat, agent, knowledge base or upload not visible).
+         *     Errors before the stream (nothing is stored): `400 invalid_message`, `400 invalid_settings`, `400 model_unavailable` (no such model), `400 model_lacks_input` (an image to a model without `image` input: the message names the model and the file), `400 image_too_large` (over 20 MiB or 50 megapixels: a decompression bomb is refused from its header), `400 image_unreadable` (a truncated or corrupt image), `400 image_unsupported` (an SVG, or content that is no PNG, JPEG, WebP or GIF whatever its name), `404 not_found` (chat, agent, knowledge base or upload not visible).
          *
          *     Resumable: the answer is generated by the server, not by the connection. A client that disconnects does not stop it; it resumes with `GET /api/chat/stream` on any instance. `POST /api/chat/stop` ends it. A client that reads nothing for 5 seconds is detached (its stream ends without `end`) and resumes the same way. The generating instance holds a lease on the answer, renewed every `streams.heartbeat_secs`; if it dies, another instance closes the answer (see `GET /api/chat/stream`).
          */
@@ -3860,6 +3860,13 @@ export interface components {
              */
             max_tokens?: number | null;
             /**
+             * Format: uint32
+             * @description The thinking budget of a model whose `reasoning` is `budget` (see `ChatSettings.reasoning_budget_tokens`); a message's settings override it.
+             */
+            reasoning_budget_tokens?: number | null;
+            /** @description The reasoning effort of a model whose `reasoning` is `effort` (see `ChatSettings.reasoning_effort`); a message's settings override it. */
+            reasoning_effort?: (string & components["schemas"]["ReasoningEffort"]) | null;
+            /**
              * @description At most 20,000 characters.
              * @default
              */
@@ -4354,6 +4361,8 @@ export interface components {
             previous_sibling_id: string | null;
             /** @description On an answer: the retrieved sources and upload ids that went into the prompt. */
             prompt_data: unknown;
+            /** @description On an answer: the model's reasoning, apart from its content (`null` when the model showed none). */
+            reasoning: string | null;
             role: components["schemas"]["ChatRole"];
             /**
              * Format: uint32
@@ -4505,6 +4514,13 @@ export interface components {
              * @description More than 0 (at most 32000).
              */
             max_tokens?: number | null;
+            /**
+             * Format: uint32
+             * @description The thinking budget in tokens of a model whose `reasoning` is `budget` (Anthropic's extended thinking): 0 (the default) thinks not at all; from 1024, bounded by the model's `max_output_tokens` (a larger budget is lowered to leave room for the answer, and the answer's `max_tokens` raised above the budget). Other models ignore it.
+             */
+            reasoning_budget_tokens?: number | null;
+            /** @description How hard a model whose `reasoning` is `effort` thinks (OpenAI's `reasoning_effort`); default: the provider's. Other models ignore it, so a chat's setting survives a change of model. */
+            reasoning_effort?: (string & components["schemas"]["ReasoningEffort"]) | null;
             /**
              * Format: double
              * @description 0 to 1.
@@ -4681,6 +4697,8 @@ export interface components {
             created_at: string;
             /** @description Opaque string (currently a UUID). For an assistant answer it is the `message_id` of the stream's `start` event. */
             id: string;
+            /** @description On an answer: the model's reasoning, apart from its content (`null` when the model showed none). */
+            reasoning: string | null;
             role: components["schemas"]["MessageRole"];
             /** @description Addition to the spec: `complete`, or why an answer is partial. */
             status: components["schemas"]["MessageStatus"];
@@ -5133,7 +5151,7 @@ export interface components {
             messages: number;
             /**
              * Format: uint32
-             * @description The file's messages left out: system and tool messages, hidden ones, and nodes without a message (their children follow the nearest message kept above them).
+             * @description The file's messages left out: system and tool messages, hidden ones, ChatGPT's reasoning nodes (their thoughts become the next answer's `reasoning`), and nodes without a message (their children follow the nearest message kept above them).
              */
             messages_left_out: number;
             /** @description Its id in the file, if it had one (never used as an id here). */
@@ -5668,15 +5686,34 @@ export interface components {
         /** @description A language model the service can talk to. */
         Model: {
             /**
+             * Format: uint32
+             * @description The context window in tokens: an answer sends the most recent turns of its history (images counted with the provider's formula) that fit beside the new message and the answer.
+             */
+            context_tokens: number;
+            /**
              * Format: uuid
              * @description Stable id of the model (kept across restarts; keyed by `name`).
              */
             id: string;
+            /** @description What the model takes besides text (always listed first): `image` (PNG, JPEG, WebP and GIF uploads reach it as images) and `pdf` (PDF uploads reach it whole; to other models a PDF goes as its text). Sending an image to a model without `image` input is refused with `400 model_lacks_input`. */
+            input: components["schemas"]["ModelInput"][];
+            /**
+             * Format: uint32
+             * @description The largest answer the model gives, in tokens: `settings.max_tokens` and a reasoning budget are bounded by it.
+             */
+            max_output_tokens: number;
             /** @description The model's name, e.g. `gpt-4o-mini` or `claude-sonnet-4-5`. */
             name: string;
             /** @description Who serves it: `openai`, `anthropic`, `deepseek`, `gemini`, `openai_compatible` (any other OpenAI-compatible server) or `offline` (the built-in development model). */
             provider: string;
+            /** @description How the model reasons, which decides the settings it takes: `effort` (`settings.reasoning_effort`), `budget` (`settings.reasoning_budget_tokens`), `always` (it reasons on every answer and takes neither), `none`. Reasoning streams as `reasoning` events, apart from the answer's `content`. */
+            reasoning: components["schemas"]["ReasoningMode"];
         };
+        /**
+         * @description What a model takes as input.
+         * @enum {string}
+         */
+        ModelInput: "text" | "image" | "pdf";
         /** @description `{id, name}` of a related object. */
         NamedRef: {
             /** Format: uuid */
@@ -5878,6 +5915,13 @@ export interface components {
             /** @description 1 to 10,000 characters. */
             text: string;
         };
+        /**
+         * @description A reasoning effort (OpenAI's `reasoning_effort` values).
+         * @enum {string}
+         */
+        ReasoningEffort: "minimal" | "low" | "medium" | "high";
+        /** @description How a model reasons before it answers. */
+        ReasoningMode: "none" | "effort" | "budget" | "always";
         /** @description Body of `POST /api/auth/refresh`. */
         RefreshRequest: {
             /** @description The refresh token of the last login or refresh. */
@@ -7090,8 +7134,12 @@ export interface components {
             /** @description Opens `GET /api/chat/ws` once, within 60 seconds. */
             ticket: string;
         };
-        /** @description One Server-Sent Event of `POST /api/conversation/stream_chat` and `GET /api/conversation/stream`, sent as an `id: N` line (the event's number, from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line. */
-        ConversationStreamEvent: components["schemas"]["ConversationStreamEventStart"] | components["schemas"]["ConversationStreamEventContent"] | components["schemas"]["ConversationStreamEventEnd"] | components["schemas"]["ConversationStreamEventError"];
+        /**
+         * @description One Server-Sent Event of `POST /api/conversation/stream_chat` and `GET /api/conversation/stream`, sent as an `id: N` line (the event's number, from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line.
+         *
+         *     The set of event types is open: a minor version may add one (0.9.0 added `reasoning`), so a client skips an event whose `type` it does not know.
+         */
+        ConversationStreamEvent: components["schemas"]["ConversationStreamEventStart"] | components["schemas"]["ConversationStreamEventContent"] | components["schemas"]["ConversationStreamEventReasoning"] | components["schemas"]["ConversationStreamEventEnd"] | components["schemas"]["ConversationStreamEventError"];
         /** @description A chat completion (`object` is `chat.completion`). */
         ChatCompletion: {
             choices: components["schemas"]["CompletionChoice"][];
@@ -7117,6 +7165,8 @@ export interface components {
         /** @description An assistant message of a completion. */
         CompletionMessage: {
             content: string;
+            /** @description The model's reasoning, apart from its text (as DeepSeek and vLLM answer it); absent when the model showed none. */
+            reasoning_content?: string;
             role: string;
         };
         /** @description Token usage in OpenAI's names. */
@@ -7155,6 +7205,8 @@ export interface components {
         ChunkDelta: {
             /** @description The next piece of the answer's text (absent on the last chunk). */
             content?: string;
+            /** @description The next piece of the model's reasoning, apart from its text (the `reasoning_content` field DeepSeek and vLLM stream; absent when the model shows none). */
+            reasoning_content?: string;
             /** @description `assistant`, on the first chunk only (absent elsewhere). */
             role?: string;
         };
@@ -7204,6 +7256,15 @@ export interface components {
              */
             type: "content";
         };
+        /** @description The next piece of the model's reasoning, apart from the answer (an addition; stored as the message's `reasoning`). */
+        ConversationStreamEventReasoning: {
+            content: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "reasoning";
+        };
         /** @description The answer is stored: complete, or `cancelled` when it was stopped (`POST /api/conversation/stop`). */
         ConversationStreamEventEnd: {
             /**
@@ -7240,8 +7301,12 @@ export interface components {
             /** Format: double */
             score: number;
         };
-        /** @description One Server-Sent Event of the chat streams (`send_message`, `stream`, `prompt`), sent as `id: N` (send_message and stream only) and `data: <json>` followed by a blank line. */
-        ChatStreamEvent: components["schemas"]["ChatStreamEventStart"] | components["schemas"]["ChatStreamEventSources"] | components["schemas"]["ChatStreamEventContent"] | components["schemas"]["ChatStreamEventToolStarted"] | components["schemas"]["ChatStreamEventToolFinished"] | components["schemas"]["ChatStreamEventTitle"] | components["schemas"]["ChatStreamEventUsage"] | components["schemas"]["ChatStreamEventEnd"] | components["schemas"]["ChatStreamEventError"];
+        /**
+         * @description One Server-Sent Event of the chat streams (`send_message`, `stream`, `prompt`), sent as `id: N` (send_message and stream only) and `data: <json>` followed by a blank line.
+         *
+         *     The set of event types is open: a minor version may add one (0.9.0 added `reasoning`), so a client skips an event whose `type` it does not know.
+         */
+        ChatStreamEvent: components["schemas"]["ChatStreamEventStart"] | components["schemas"]["ChatStreamEventSources"] | components["schemas"]["ChatStreamEventContent"] | components["schemas"]["ChatStreamEventReasoning"] | components["schemas"]["ChatStreamEventToolStarted"] | components["schemas"]["ChatStreamEventToolFinished"] | components["schemas"]["ChatStreamEventTitle"] | components["schemas"]["ChatStreamEventUsage"] | components["schemas"]["ChatStreamEventEnd"] | components["schemas"]["ChatStreamEventError"];
         /** @description The answer begins: its chat (new or given), the stored question's id and the answer's id (for `stream` and `stop`). */
         ChatStreamEventStart: {
             /** Format: uuid */
@@ -7273,6 +7338,15 @@ export interface components {
              * @enum {string}
              */
             type: "content";
+        };
+        /** @description The next piece of the model's reasoning (its thinking, shown apart from the answer): before the answer's content and between its tool calls. Stored as the answer's `reasoning`. At most 256 KiB of an answer's reasoning is streamed and kept. */
+        ChatStreamEventReasoning: {
+            content: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "reasoning";
         };
         /** @description An agent's tool call begins. */
         ChatStreamEventToolStarted: {
@@ -7318,6 +7392,11 @@ export interface components {
             input_tokens: number;
             /** Format: int64 */
             output_tokens: number;
+            /**
+             * Format: int64
+             * @description Of the output tokens, those spent reasoning (reported by OpenAI as `completion_tokens_details.reasoning_tokens`; estimated from the thinking text for Anthropic, which counts it in its output).
+             */
+            reasoning_tokens: number;
             /** Format: int64 */
             total_tokens: number;
             /**
@@ -7593,6 +7672,8 @@ export interface components {
              * @description The message it follows (`null`: a first message).
              */
             parent_id: string | null;
+            /** @description On an answer: the model's reasoning (its thinking), apart from its content (`null`: none). An import reads it back as the answer's reasoning; absent in files exported before it existed. */
+            reasoning: string | null;
             role: components["schemas"]["ChatRole"];
             status: components["schemas"]["ChatMessageStatus"];
         };
@@ -11435,7 +11516,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["ChatStreamEvent"];
                 };
             };
-            /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`, `not_a_question`. */
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`, `model_lacks_input`, `image_too_large`, `image_unreadable`, `image_unsupported`, `not_a_question`. */
             400: {
                 headers: {
                     "Server-Timing": components["headers"]["ServerTiming"];
@@ -12678,7 +12759,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["ChatStreamEvent"];
                 };
             };
-            /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`, `not_an_answer`. */
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`, `model_lacks_input`, `image_too_large`, `image_unreadable`, `image_unsupported`, `not_an_answer`. */
             400: {
                 headers: {
                     "Server-Timing": components["headers"]["ServerTiming"];
@@ -12885,7 +12966,7 @@ export interface operations {
                     "text/event-stream": components["schemas"]["ChatStreamEvent"];
                 };
             };
-            /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`. */
+            /** @description Bad request. `error_code`: `invalid_request`, `invalid_message`, `invalid_settings`, `model_unavailable`, `model_modality_unsupported`, `model_lacks_input`, `image_too_large`, `image_unreadable`, `image_unsupported`. */
             400: {
                 headers: {
                     "Server-Timing": components["headers"]["ServerTiming"];

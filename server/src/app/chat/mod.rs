@@ -38,6 +38,7 @@ const UPLOAD_TEXT_MAX: usize = 100_000;
 
 pub use crate::app::streams::Numbered;
 
+mod attachments;
 pub(crate) mod live;
 mod sending;
 mod transcription;
@@ -132,6 +133,7 @@ fn message_view(
         agent_id: m.agent_id,
         prompt_data: m.prompt_data,
         metadata: m.metadata,
+        reasoning: m.reasoning,
         status: match m.status {
             ChatMessageStatus::Streaming => ApiMessageStatus::Streaming,
             ChatMessageStatus::Complete => ApiMessageStatus::Complete,

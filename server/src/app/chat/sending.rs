@@ -12,7 +12,9 @@ use crate::db::datastore::streams::StreamKind;
 use crate::db::enums::{AgentStatus, ChatMessageStatus, ChatRole};
 use crate::error::Error;
 use crate::providers::{ChatMessage as ModelMessage, ChatRequest, ModelEntry, Role};
-use crate::runtime::context::{HISTORY_MAX_MESSAGES, history_budget, message_tokens};
+use crate::runtime::context::{
+    HISTORY_MAX_MESSAGES, attachment_tokens, history_budget, message_tokens,
+};
 use crate::runtime::{RunLimits, RunSpec};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -23,6 +25,7 @@ use workspace_api::chat::{
     RegenerateRequest, SendMessageRequest, StopResponse,
 };
 
+use super::attachments;
 use super::live::{live_payload, message_notice};
 use super::{
     KB_LIMIT, KB_SCORE_THRESHOLD, MESSAGE_MAX_CHARS, Numbered, UPLOAD_TEXT_MAX, check_message,
@@ -35,7 +38,7 @@ use super::{
 /// (TXT, MD, CSV, PDF, DOCX, XLSX) and kept with the file, cut at
 /// `UPLOAD_TEXT_MAX` bytes. Images, audio and files whose extraction failed
 /// add nothing (the failure is kept with the file and not retried).
-async fn upload_text(
+pub(super) async fn upload_text(
     cx: &ServerContext,
     access: &Grant<on::Org, perm::ChatsWrite>,
     file: &ChatFileRow,
@@ -147,41 +150,44 @@ async fn retrieve(
     Ok(sources)
 }
 
-/// The text of the caller's uploads, by file name (those with text).
-async fn uploads_text(
-    cx: &ServerContext,
-    access: &Grant<on::Org, perm::ChatsWrite>,
-    upload_ids: &[Uuid],
-) -> Result<Vec<(String, String)>, Error> {
-    let mut files = Vec::new();
-    if upload_ids.is_empty() {
-        return Ok(files);
-    }
-    for f in cx
-        .datastore
-        .chat_files_of_caller(access, upload_ids)
-        .await?
-    {
-        if let Some(text) = upload_text(cx, access, &f).await? {
-            files.push((f.filename.clone(), text));
-        }
-    }
-    Ok(files)
-}
-
-/// The stored history as the model sees it (answers still empty left out).
-fn model_history(history: Vec<crate::db::datastore::chat::ChatHistoryRow>) -> Vec<ModelMessage> {
+/// The stored history as the model sees it (answers still empty left
+/// out), each question with the kept images of its uploads.
+fn model_history(
+    history: Vec<crate::db::datastore::chat::ChatHistoryRow>,
+    mut images: std::collections::HashMap<Uuid, Vec<crate::providers::Attachment>>,
+) -> Vec<ModelMessage> {
     history
         .into_iter()
         .filter(|m| !(m.role == ChatRole::Model && m.content.is_empty()))
         .map(|m| {
-            ModelMessage::new(
+            let mut message = ModelMessage::new(
                 match m.role {
                     ChatRole::User => Role::User,
                     ChatRole::Model => Role::Assistant,
                 },
                 m.content,
-            )
+            );
+            if m.role == ChatRole::User {
+                message.attachments = images.remove(&m.id).unwrap_or_default();
+            }
+            message
+        })
+        .collect()
+}
+
+/// The questions of a history with their uploads (oldest first).
+fn history_uploads(
+    history: &[crate::db::datastore::chat::ChatHistoryRow],
+) -> Vec<(Uuid, Vec<Uuid>)> {
+    history
+        .iter()
+        .filter(|m| m.role == ChatRole::User)
+        .filter_map(|m| {
+            let ids = m
+                .upload_ids
+                .as_ref()
+                .map(|v| stored_upload_ids(&json!({ "upload_ids": v })))?;
+            (!ids.is_empty()).then_some((m.id, ids))
         })
         .collect()
 }
@@ -368,8 +374,21 @@ async fn ask(
         Some(id) => Some(active_agent(cx, grant, id).await?),
     };
     let model = ask_model(cx, agent.as_ref(), body.model_id, body.inherited_model)?;
+    // The uploads the model cannot take are refused before anything else.
+    let uploads = match upload_ids.is_empty() {
+        true => Vec::new(),
+        false => {
+            cx.datastore
+                .chat_files_of_caller(grant, &upload_ids)
+                .await?
+        }
+    };
+    attachments::check_inputs(&model, &uploads)?;
     let sources = retrieve(cx, grant, &kb_ids, &body.content).await?;
-    let files = uploads_text(cx, grant, &upload_ids).await?;
+    let attachments::Prepared {
+        texts: files,
+        attachments,
+    } = attachments::prepare(cx, grant, &model, &uploads).await?;
     let settings = body
         .settings
         .clone()
@@ -377,9 +396,18 @@ async fn ask(
     // The budgets, before anything is stored (the history is not read
     // yet: the estimate counts the new message with its sources), beside
     // the organization's quota.
+    let mut prompt = ModelMessage::user(prompt_text(&body.content, &sources, &files));
+    prompt.attachments = attachments;
+    // Attachments count as the text of their tokens (3 bytes a token, the
+    // estimate's rate).
     let prompt_chars = body.content.len()
         + sources.iter().map(|s| s.content.len()).sum::<usize>()
-        + files.iter().map(|(_, text)| text.len()).sum::<usize>();
+        + files.iter().map(|(_, text)| text.len()).sum::<usize>()
+        + prompt
+            .attachments
+            .iter()
+            .map(|a| attachment_tokens(a, &model.provider) as usize * 3)
+            .sum::<usize>();
     let (features, metered) = tokio::try_join!(
         crate::app::orgs::features(cx, grant),
         crate::app::usage::admit(
@@ -398,14 +426,17 @@ async fn ask(
     // is always sent; the history gets what is left of the model's context
     // (an agent's system prompt, tools and max_tokens are known later:
     // its history is read as if they took nothing, and cut once they are).
-    let prompt = ModelMessage::user(prompt_text(&body.content, &sources, &files));
     let max_tokens = match &agent {
         Some(_) => Some(0),
         None => settings.as_ref().and_then(|s| s.max_tokens),
     };
     let history_bound = HistoryBound {
         rows: HISTORY_MAX_MESSAGES as i64,
-        tokens: i64::from(history_budget(&model, max_tokens, message_tokens(&prompt))),
+        tokens: i64::from(history_budget(
+            &model,
+            max_tokens,
+            message_tokens(&prompt, &model.provider),
+        )),
     };
     let mut metadata = json!({"knowledge_base_ids": kb_ids, "upload_ids": upload_ids});
     if let Some((key, id)) = body.origin {
@@ -433,7 +464,15 @@ async fn ask(
         )
         .await?;
 
-    let mut messages = model_history(history);
+    let images = attachments::history_images(
+        cx,
+        grant,
+        &model,
+        &history_uploads(&history),
+        prompt.attachments.len(),
+    )
+    .await?;
+    let mut messages = model_history(history, images);
     messages.push(prompt);
     let log = grant.log().new(slog::o!(
         "chat_id" => chat.id.to_string(), "message_id" => answer_id.to_string()));
@@ -443,25 +482,42 @@ async fn ask(
             if let Some(s) = &body.settings {
                 spec.temperature = s.temperature.map(|t| t as f32).or(spec.temperature);
                 spec.max_tokens = s.max_tokens.or(spec.max_tokens);
+                if s.reasoning_effort.is_some() || s.reasoning_budget_tokens.is_some() {
+                    (spec.reasoning, spec.max_tokens) = crate::app::models::reasoning(
+                        &spec.model,
+                        s.reasoning_effort,
+                        s.reasoning_budget_tokens,
+                        spec.max_tokens,
+                    );
+                }
             }
             spec
         }
-        None => RunSpec {
-            model: model.clone(),
-            retry: cx.models.retry.clone(),
-            system_prompt: String::new(),
-            temperature: settings
-                .as_ref()
-                .and_then(|s| s.temperature)
-                .map(|t| t as f32),
-            max_tokens: settings.as_ref().and_then(|s| s.max_tokens),
-            history: messages,
-            tools: Vec::new(),
-            limits: RunLimits::default(),
-            log: log.clone(),
-            whole: false,
-            usage: None,
-        },
+        None => {
+            let (reasoning, max_tokens) = crate::app::models::reasoning(
+                &model,
+                settings.as_ref().and_then(|s| s.reasoning_effort),
+                settings.as_ref().and_then(|s| s.reasoning_budget_tokens),
+                settings.as_ref().and_then(|s| s.max_tokens),
+            );
+            RunSpec {
+                model: model.clone(),
+                retry: cx.models.retry.clone(),
+                system_prompt: String::new(),
+                temperature: settings
+                    .as_ref()
+                    .and_then(|s| s.temperature)
+                    .map(|t| t as f32),
+                max_tokens,
+                reasoning,
+                history: messages,
+                tools: Vec::new(),
+                limits: RunLimits::default(),
+                log: log.clone(),
+                whole: false,
+                usage: None,
+            }
+        }
     };
     spec.fit_context();
     let title_charges = metered.charges();
@@ -533,6 +589,10 @@ impl Area for ChatAnswer {
         ChatStreamEvent::Content { content: piece }
     }
 
+    fn reasoning(&self, piece: String) -> Option<ChatStreamEvent> {
+        Some(ChatStreamEvent::Reasoning { content: piece })
+    }
+
     fn tool_started(&self, id: String, name: String, input: Value) -> Option<ChatStreamEvent> {
         Some(ChatStreamEvent::ToolStarted { id, name, input })
     }
@@ -561,6 +621,7 @@ impl Area for ChatAnswer {
     async fn store(
         &self,
         text: &str,
+        reasoning: &str,
         usage: Option<crate::providers::Usage>,
         outcome: &Outcome,
     ) -> Result<(), Error> {
@@ -571,11 +632,13 @@ impl Area for ChatAnswer {
             chat_id: self.chat_id,
             id: self.answer_id,
             content: text,
+            reasoning: (!reasoning.is_empty()).then_some(reasoning),
             status: stored_status(outcome),
             error_code: outcome.error_code(),
             input_tokens: i64::from(usage.input_tokens),
             output_tokens: i64::from(usage.output_tokens),
             cached_tokens: i64::from(usage.cached_tokens),
+            reasoning_tokens: i64::from(usage.reasoning_tokens),
             prompt_data,
         };
         self.datastore
@@ -599,6 +662,7 @@ impl Area for ChatAnswer {
             output_tokens: i64::from(usage.output_tokens),
             total_tokens: i64::from(usage.total_tokens()),
             cached_tokens: i64::from(usage.cached_tokens),
+            reasoning_tokens: i64::from(usage.reasoning_tokens),
         })
         .await;
         if self.new_chat && matches!(outcome, Outcome::Complete) {
@@ -791,6 +855,7 @@ pub async fn prompt(
             .into(),
         temperature: None,
         max_tokens: Some(300),
+        reasoning: None,
         history: vec![ModelMessage::user(body.text)],
         tools: Vec::new(),
         limits: RunLimits {

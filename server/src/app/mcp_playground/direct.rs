@@ -255,6 +255,7 @@ pub(super) async fn answer(
             system_prompt: "You are a helpful assistant. Use the tools when they help.".into(),
             temperature: None,
             max_tokens: None,
+            reasoning: None,
             history: vec![crate::providers::ChatMessage::user(body.content)],
             tools,
             limits: RunLimits {

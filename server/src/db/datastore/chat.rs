@@ -47,6 +47,7 @@ db_row! {
         pub agent_id: Option<Uuid> = "m.agent_id",
         pub prompt_data: Option<Value> = "m.prompt_data",
         pub metadata: Value = "m.metadata",
+        pub reasoning: Option<String> = "m.reasoning",
         pub status: ChatMessageStatus = "m.status",
         pub created_at: DateTime<Utc> = "m.created_at",
         /// Its place on the path (0: the root); the path is ordered by it.
@@ -238,6 +239,9 @@ db_row! {
         pub id: Uuid = "h.id",
         pub role: ChatRole = "h.role",
         pub content: String = "h.content",
+        /// A question's uploads (its `metadata.upload_ids`), whose images
+        /// and PDFs are sent again with it.
+        pub upload_ids: Option<Value> = "h.upload_ids",
     }
 }
 
@@ -248,7 +252,7 @@ db_row! {
 static HISTORY_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {cols} FROM ( \
-         SELECT id, role, content, depth, \
+         SELECT id, role, content, depth, metadata -> 'upload_ids' AS upload_ids, \
              sum({tokens}) OVER w AS running, row_number() OVER w AS n \
          FROM chat_messages \
          WHERE organization_id = $1 AND chat_id = $2 AND on_path AND depth <= $5 \
@@ -302,11 +306,15 @@ pub struct FinishedAnswer<'a> {
     pub chat_id: Uuid,
     pub id: Uuid,
     pub content: &'a str,
+    /// The model's reasoning, kept apart from the content.
+    pub reasoning: Option<&'a str>,
     pub status: ChatMessageStatus,
     pub error_code: Option<&'a str>,
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cached_tokens: i64,
+    /// Of the output tokens, those spent reasoning.
+    pub reasoning_tokens: i64,
     pub prompt_data: Option<Value>,
 }
 
@@ -913,6 +921,7 @@ impl Datastore {
             "output_tokens": answer.output_tokens,
             "total_tokens": answer.input_tokens + answer.output_tokens,
             "cached_tokens": answer.cached_tokens,
+            "reasoning_tokens": answer.reasoning_tokens,
         });
         let mut extra = serde_json::json!({ "usage": usage });
         if let Some(code) = answer.error_code {
@@ -937,7 +946,7 @@ impl Datastore {
             &answer.cached_tokens,
         ];
         let message_sql = "UPDATE chat_messages SET content = $3, status = $4, error_code = $5, \
-                 metadata = metadata || $6, prompt_data = $7 \
+                 metadata = metadata || $6, prompt_data = $7, reasoning = $9 \
              WHERE organization_id = $1 AND id = $2 AND status = $8";
         let message_params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = &[
             &org_id,
@@ -948,6 +957,7 @@ impl Datastore {
             &extra,
             &answer.prompt_data,
             &ChatMessageStatus::Streaming,
+            &answer.reasoning,
         ];
         if answer.status == ChatMessageStatus::Complete {
             let event = serde_json::json!({

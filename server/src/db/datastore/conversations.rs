@@ -52,6 +52,8 @@ pub struct MessageRow {
     pub content: String,
     pub status: MessageStatus,
     pub created_at: DateTime<Utc>,
+    /// An answer's reasoning (not read with a history: never sent back).
+    pub reasoning: Option<String>,
 }
 
 impl MessageRow {
@@ -63,6 +65,7 @@ impl MessageRow {
             content: row.get("content"),
             status: row.get("status"),
             created_at: row.get("created_at"),
+            reasoning: row.get("reasoning"),
         }
     }
 }
@@ -77,6 +80,8 @@ pub struct NewAnswer<'a> {
     pub input_tokens: Option<i32>,
     pub output_tokens: Option<i32>,
     pub cached_tokens: Option<i32>,
+    /// The model's reasoning, kept apart from the content.
+    pub reasoning: Option<&'a str>,
 }
 
 /// The conversations of an organization, most recently updated first.
@@ -301,7 +306,8 @@ impl Datastore {
         let org_id = grant.org_id();
         let user_id = grant.user_id();
         let history_sql = format!(
-            "SELECT h.id, h.session_id, h.role, h.content, h.status, h.created_at FROM ( \
+            "SELECT h.id, h.session_id, h.role, h.content, h.status, h.created_at, \
+                 NULL::text AS reasoning FROM ( \
                  SELECT id, session_id, role, content, status, created_at, seq, \
                      sum({ROW_TOKENS}) OVER w AS running, row_number() OVER w AS n \
                  FROM conversation_messages \
@@ -401,7 +407,8 @@ impl Datastore {
         let tx = conn.transaction().await?;
         tx.execute(
             "UPDATE conversation_messages SET content = $3, status = $4, error_code = $5, \
-                 input_tokens = $6, output_tokens = $7, cached_tokens = $8, updated_at = now() \
+                 input_tokens = $6, output_tokens = $7, cached_tokens = $8, updated_at = now(), \
+                 reasoning = $10 \
              WHERE organization_id = $1 AND id = $2 AND status = $9",
             &[
                 &org_id,
@@ -413,6 +420,7 @@ impl Datastore {
                 &answer.output_tokens,
                 &answer.cached_tokens,
                 &MessageStatus::Streaming,
+                &answer.reasoning,
             ],
         )
         .await?;
@@ -482,7 +490,7 @@ impl Datastore {
         let conn = self.conn().await?;
         let rows = conn
             .query(
-                "SELECT id, session_id, role, content, status, created_at \
+                "SELECT id, session_id, role, content, status, created_at, reasoning \
                  FROM conversation_messages \
                  WHERE organization_id = $1 AND conversation_id = $2 \
                  ORDER BY seq LIMIT $3 OFFSET $4",

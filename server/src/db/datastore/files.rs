@@ -125,3 +125,115 @@ impl Datastore {
         Ok(())
     }
 }
+
+crate::db::row::db_row! {
+    /// The form of an upload a model is sent (see `file_renditions`).
+    pub struct RenditionRow {
+        pub file_id: Uuid = "file_id",
+        pub media_type: Option<String> = "media_type",
+        pub width: Option<i32> = "width",
+        pub height: Option<i32> = "height",
+        pub data: Option<Vec<u8>> = "data",
+        pub pages: Option<i32> = "pages",
+        pub error_code: Option<String> = "error_code",
+        pub error: Option<String> = "error",
+    }
+}
+
+/// A rendition to keep: the prepared image, a PDF's pages, or why the
+/// upload could not be prepared.
+pub enum NewRendition<'a> {
+    Image {
+        media_type: &'a str,
+        width: u32,
+        height: u32,
+        data: &'a [u8],
+    },
+    Pdf {
+        pages: u32,
+    },
+    Failed {
+        code: &'a str,
+        message: &'a str,
+    },
+}
+
+impl Datastore {
+    /// The kept renditions of the caller's organization's `file_ids` (those
+    /// made so far).
+    pub async fn file_renditions(
+        &self,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
+        file_ids: &[Uuid],
+    ) -> Result<Vec<RenditionRow>, Error> {
+        if file_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                &format!(
+                    "SELECT {} FROM file_renditions \
+                     WHERE organization_id = $1 AND file_id = ANY($2)",
+                    RenditionRow::COLUMNS
+                ),
+                &[&grant.org_id(), &file_ids],
+            )
+            .await?;
+        Ok(rows.iter().map(RenditionRow::from_row).collect())
+    }
+
+    /// Keeps a file's rendition (the first one kept wins: two instances
+    /// preparing the same upload at once make the same one).
+    pub async fn file_rendition_put(
+        &self,
+        grant: &Grant<on::Org, perm::ChatsWrite>,
+        file_id: Uuid,
+        rendition: &NewRendition<'_>,
+    ) -> Result<(), Error> {
+        let (mut media_type, mut width, mut height, mut data) = (None, None, None, None);
+        let (mut pages, mut code, mut message) = (None, None, None);
+        match rendition {
+            NewRendition::Image {
+                media_type: m,
+                width: w,
+                height: h,
+                data: d,
+            } => {
+                media_type = Some(*m);
+                width = i32::try_from(*w).ok();
+                height = i32::try_from(*h).ok();
+                data = Some(*d);
+            }
+            NewRendition::Pdf { pages: p } => pages = i32::try_from(*p).ok(),
+            NewRendition::Failed {
+                code: c,
+                message: m,
+            } => {
+                code = Some(*c);
+                message = Some(*m);
+            }
+        }
+        let conn = self.conn().await?;
+        conn.execute(
+            "INSERT INTO file_renditions \
+                 (file_id, organization_id, media_type, width, height, data, pages, error_code, error) \
+             SELECT id, organization_id, $3, $4, $5, $6, $7, $8, $9 FROM files \
+             WHERE organization_id = $1 AND id = $2 \
+             ON CONFLICT (file_id) DO NOTHING",
+            &[
+                &grant.org_id(),
+                &file_id,
+                &media_type,
+                &width,
+                &height,
+                &data,
+                &pages,
+                &code,
+                &message,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+}
