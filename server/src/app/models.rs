@@ -113,3 +113,65 @@ pub fn reasoning(
 /// The smallest thinking budget (Anthropic's minimum), and the least room
 /// left for the answer beside a budget.
 pub const MIN_THINKING_BUDGET: u32 = 1_024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::capabilities::resolve;
+    use workspace_api::chat::ReasoningEffort as E;
+
+    fn model(name: &str, max_output: Option<u32>) -> ModelEntry {
+        ModelEntry {
+            id: Uuid::new_v4(),
+            name: name.into(),
+            provider: "test".into(),
+            max_tokens: None,
+            context_tokens: 200_000,
+            capabilities: std::sync::Arc::new(resolve(name, None, None, max_output)),
+            chat: std::sync::Arc::new(crate::providers::offline::OfflineModel {
+                chunk_delay: std::time::Duration::ZERO,
+            }),
+        }
+    }
+
+    #[test]
+    fn reasoning_is_bounded_by_the_models_table() {
+        // An effort model takes the effort, and ignores a budget.
+        let gpt = model("gpt-5-mini", None);
+        assert_eq!(
+            reasoning(&gpt, Some(E::High), Some(4096), Some(500)),
+            (Some(Reasoning::Effort(ReasoningEffort::High)), Some(500))
+        );
+        assert_eq!(reasoning(&gpt, None, Some(4096), None), (None, None));
+        // A budget model thinks from 1,024 tokens, with room for the
+        // answer above the budget, within its output limit.
+        let claude = model("claude-opus-4-1", None);
+        assert_eq!(
+            reasoning(&claude, Some(E::Low), Some(2048), Some(1000)),
+            (Some(Reasoning::Budget(2048)), Some(3048))
+        );
+        assert_eq!(reasoning(&claude, None, Some(1023), None), (None, None));
+        assert_eq!(
+            reasoning(&claude, None, Some(0), Some(10)),
+            (None, Some(10))
+        );
+        // A budget past the limit is lowered to leave 1,024 for the answer.
+        assert_eq!(
+            reasoning(&claude, None, Some(1_000_000), Some(40_000)),
+            (Some(Reasoning::Budget(30_976)), Some(32_000))
+        );
+        // max_tokens never passes max_output_tokens.
+        let small = model("claude-3-5-haiku", Some(2000));
+        assert_eq!(
+            reasoning(&small, None, None, Some(9000)),
+            (None, Some(2000))
+        );
+        // Models that always reason, or never, take neither setting.
+        for name in ["deepseek-reasoner", "llama3"] {
+            assert_eq!(
+                reasoning(&model(name, None), Some(E::High), Some(4096), None),
+                (None, None)
+            );
+        }
+    }
+}

@@ -271,3 +271,101 @@ async fn error_bodies_are_classified_and_scrubbed() {
     assert_eq!(error.error_code(), "provider_rate_limited");
     assert_eq!(fake.requests().len(), 4, "1 + 2 retries");
 }
+
+/// Extended thinking in a tool loop: the runtime sends the thinking block
+/// back unchanged (its signature included) before the `tool_use` it led
+/// to, as Anthropic requires; the reasoning streams apart from the text;
+/// both requests validate against the `anthropic` SDK's request type.
+#[tokio::test]
+async fn anthropic_thinking_goes_back_unchanged_in_a_tool_loop() {
+    use workspace_server::runtime::{self, RunLimits, RunSpec, RuntimeEvent, RuntimeTool};
+    struct Weather;
+    #[async_trait::async_trait]
+    impl RuntimeTool for Weather {
+        fn spec(&self) -> ToolSpec {
+            request().tools[0].clone()
+        }
+        async fn call(&self, input: serde_json::Value) -> Result<serde_json::Value, String> {
+            Ok(serde_json::json!({"city": input["city"], "sky": "clear"}))
+        }
+    }
+    let fake = FakeProvider::start().await;
+    fake.push(Reply::anthropic_thinking_tool_use(
+        &["The user wants the weather. ", "I will call the tool."],
+        "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+        "toolu_01",
+        "get_weather",
+    ));
+    fake.push(Reply::anthropic_text(&["Clear ", "in Paris."]));
+    let model = workspace_server::providers::ModelEntry {
+        id: uuid::Uuid::new_v4(),
+        name: "claude-sonnet-4-5".into(),
+        provider: "anthropic".into(),
+        max_tokens: None,
+        context_tokens: 200_000,
+        capabilities: std::sync::Arc::new(workspace_server::config::capabilities::resolve(
+            "claude-sonnet-4-5",
+            None,
+            None,
+            None,
+        )),
+        chat: std::sync::Arc::new(AnthropicClient::new(
+            workspace_tests::http(),
+            &fake.base_url(),
+            Some("k".into()),
+            "claude-sonnet-4-5",
+        )),
+    };
+    let spec = RunSpec {
+        model,
+        retry: policy(),
+        system_prompt: String::new(),
+        temperature: None,
+        max_tokens: Some(8_000),
+        reasoning: Some(providers::Reasoning::Budget(2_048)),
+        history: vec![ChatMessage::user("weather in Paris?")],
+        tools: vec![std::sync::Arc::new(Weather)],
+        limits: RunLimits::default(),
+        log: log(),
+        usage: None,
+        whole: false,
+    };
+    let mut events = runtime::run(spec);
+    let (mut reasoning, mut text) = (String::new(), String::new());
+    while let Some(event) = events.recv().await {
+        match event {
+            RuntimeEvent::Reasoning(r) => reasoning.push_str(&r),
+            RuntimeEvent::Text(t) => text.push_str(&t),
+            RuntimeEvent::End => break,
+            RuntimeEvent::Error(e) => panic!("{e:?}"),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        reasoning,
+        "The user wants the weather. I will call the tool."
+    );
+    assert_eq!(text, "Clear in Paris.");
+    let sent = fake.requests();
+    assert_eq!(sent.len(), 2);
+    let blocks = sent[1].assistant_blocks();
+    assert_eq!(
+        blocks[0],
+        serde_json::json!({"type": "thinking",
+            "thinking": "The user wants the weather. I will call the tool.",
+            "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"})
+    );
+    assert_eq!(blocks[1]["type"], "tool_use");
+    assert_eq!(blocks[1]["id"], "toolu_01");
+    for r in &sent {
+        assert_eq!(
+            r.body["thinking"],
+            serde_json::json!({"type": "enabled", "budget_tokens": 2048})
+        );
+    }
+    workspace_tests::provider_types::validate_provider_bodies(
+        "anthropic",
+        &sent.iter().map(|r| r.body.clone()).collect::<Vec<_>>(),
+    )
+    .unwrap();
+}
