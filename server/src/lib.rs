@@ -23,6 +23,7 @@ pub mod leases;
 pub mod logging;
 pub mod mailer;
 pub mod mcp;
+pub mod media;
 pub mod metrics;
 mod metrics_server;
 pub mod providers;
