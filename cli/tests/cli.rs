@@ -789,6 +789,35 @@ async fn chat_commands() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("chat {chat} message ")), "{err}");
 
+    // send with a photo and a reasoning effort: the offline model sees the
+    // image (downscaled) and its thinking goes to stderr, apart from the
+    // answer on stdout.
+    let photo = std::env::temp_dir().join(format!("photo-{}.png", uuid::Uuid::new_v4()));
+    std::fs::write(&photo, tiny_png(3000, 40)).unwrap();
+    let out = run(args(&[
+        "chat",
+        "send",
+        "--org-id",
+        &org,
+        "--file",
+        photo.to_str().unwrap(),
+        "--reasoning-effort",
+        "low",
+        "What is in the picture?",
+    ]))
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Downscaled to 1,568 pixels on the long edge.
+    assert!(
+        text.contains("Attached: an image (image/jpeg, 1568x2"),
+        "{text}"
+    );
+    assert!(!text.contains("Thinking"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("thinking: Thinking with low effort"), "{err}");
+
     // `chat prompt TEXT`: three suggestions, streamed, nothing stored.
     let out = run(args(&[
         "chat",
@@ -3552,4 +3581,60 @@ async fn scim_commands() {
         .unwrap();
     assert_eq!(refused.status().as_u16(), 401);
     cx.teardown().await;
+}
+
+/// An opaque grey PNG of `w`×`h`, written by hand (stored deflate blocks).
+fn tiny_png(w: u32, h: u32) -> Vec<u8> {
+    fn crc(data: &[u8]) -> u32 {
+        let mut c = 0xFFFF_FFFFu32;
+        for b in data {
+            c ^= u32::from(*b);
+            for _ in 0..8 {
+                c = if c & 1 == 1 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+    fn adler(data: &[u8]) -> u32 {
+        let (mut a, mut b) = (1u32, 0u32);
+        for d in data {
+            a = (a + u32::from(*d)) % 65521;
+            b = (b + a) % 65521;
+        }
+        (b << 16) | a
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let mut body = kind.to_vec();
+        body.extend_from_slice(data);
+        out.extend_from_slice(&body);
+        out.extend_from_slice(&crc(&body).to_be_bytes());
+    }
+    let mut raw = Vec::new();
+    for _ in 0..h {
+        raw.push(0);
+        raw.extend(std::iter::repeat_n(128u8, w as usize));
+    }
+    let mut z = vec![0x78, 0x01];
+    let blocks: Vec<&[u8]> = raw.chunks(65_535).collect();
+    for (i, block) in blocks.iter().enumerate() {
+        z.push(u8::from(i + 1 == blocks.len()));
+        let n = block.len() as u16;
+        z.extend_from_slice(&n.to_le_bytes());
+        z.extend_from_slice(&(!n).to_le_bytes());
+        z.extend_from_slice(block);
+    }
+    z.extend_from_slice(&adler(&raw).to_be_bytes());
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = w.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+    chunk(&mut out, b"IHDR", &ihdr);
+    chunk(&mut out, b"IDAT", &z);
+    chunk(&mut out, b"IEND", &[]);
+    out
 }
