@@ -883,6 +883,12 @@ mod tests {
                 },
                 json!({"type": "content", "content": "Hel"}),
             ),
+            (
+                ConversationStreamEvent::Reasoning {
+                    content: "Thinking".into(),
+                },
+                json!({"type": "reasoning", "content": "Thinking"}),
+            ),
             (ConversationStreamEvent::End, json!({"type": "end"})),
             (
                 ConversationStreamEvent::Error {

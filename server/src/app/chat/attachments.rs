@@ -11,6 +11,7 @@
 //! (the Anthropic Messages API's limits, the smaller of the providers'),
 //! else as its text, as to every other model.
 
+use super::UPLOAD_TEXT_MAX;
 use crate::authz::{Grant, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::chat::ChatFileRow;
@@ -117,12 +118,12 @@ pub async fn prepare(
             match pdf_whole(cx, file, pages).await? {
                 Some(pdf) => out.attachments.push(pdf),
                 None => {
-                    if let Some(text) = super::sending::upload_text(cx, grant, file).await? {
+                    if let Some(text) = upload_text(cx, grant, file).await? {
                         out.texts.push((file.filename.clone(), text));
                     }
                 }
             }
-        } else if let Some(text) = super::sending::upload_text(cx, grant, file).await? {
+        } else if let Some(text) = upload_text(cx, grant, file).await? {
             out.texts.push((file.filename.clone(), text));
         }
     }
@@ -317,4 +318,32 @@ pub async fn history_images(
         }
     }
     Ok(out)
+}
+
+/// The text of an upload for the prompt, if it has one: extracted once
+/// (TXT, MD, CSV, PDF, DOCX, XLSX) and kept with the file, cut at
+/// `UPLOAD_TEXT_MAX` bytes. Images, audio and files whose extraction failed
+/// add nothing (the failure is kept with the file and not retried).
+async fn upload_text(
+    cx: &ServerContext,
+    access: &Grant<on::Org, perm::ChatsWrite>,
+    file: &ChatFileRow,
+) -> Result<Option<String>, Error> {
+    let mut text = match &file.extracted_text {
+        Some(text) => text.clone(),
+        None if !crate::extract::supports(&file.content_type) => return Ok(None),
+        None => match crate::app::files::extract_text(cx, access, file.id).await {
+            Ok(text) => text,
+            Err(Error::Unprocessable { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        },
+    };
+    if text.len() > UPLOAD_TEXT_MAX {
+        let mut cut = UPLOAD_TEXT_MAX;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    Ok(Some(text))
 }

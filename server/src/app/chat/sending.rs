@@ -5,7 +5,7 @@ use crate::app::answer::{Answer, Area, Out, Outcome, Stored, ToolFinished};
 use crate::authz::{Grant, OrgAccess, on, perm};
 use crate::context::ServerContext;
 use crate::db::datastore::chat::{
-    ChatFileRow, FinishedAnswer, LIVE_CHANNEL, NewExchange, Placement, STOP_CHANNEL,
+    FinishedAnswer, LIVE_CHANNEL, NewExchange, Placement, STOP_CHANNEL,
 };
 use crate::db::datastore::conversations::HistoryBound;
 use crate::db::datastore::streams::StreamKind;
@@ -28,39 +28,11 @@ use workspace_api::chat::{
 use super::attachments;
 use super::live::{live_payload, message_notice};
 use super::{
-    KB_LIMIT, KB_SCORE_THRESHOLD, MESSAGE_MAX_CHARS, Numbered, UPLOAD_TEXT_MAX, check_message,
-    check_settings, settings_of,
+    KB_LIMIT, KB_SCORE_THRESHOLD, MESSAGE_MAX_CHARS, Numbered, check_message, check_settings,
+    settings_of,
 };
 
 // ---- send_message ----
-
-/// The text of an upload for the prompt, if it has one: extracted once
-/// (TXT, MD, CSV, PDF, DOCX, XLSX) and kept with the file, cut at
-/// `UPLOAD_TEXT_MAX` bytes. Images, audio and files whose extraction failed
-/// add nothing (the failure is kept with the file and not retried).
-pub(super) async fn upload_text(
-    cx: &ServerContext,
-    access: &Grant<on::Org, perm::ChatsWrite>,
-    file: &ChatFileRow,
-) -> Result<Option<String>, Error> {
-    let mut text = match &file.extracted_text {
-        Some(text) => text.clone(),
-        None if !crate::extract::supports(&file.content_type) => return Ok(None),
-        None => match crate::app::files::extract_text(cx, access, file.id).await {
-            Ok(text) => text,
-            Err(Error::Unprocessable { .. }) => return Ok(None),
-            Err(e) => return Err(e),
-        },
-    };
-    if text.len() > UPLOAD_TEXT_MAX {
-        let mut cut = UPLOAD_TEXT_MAX;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-    }
-    Ok(Some(text))
-}
 
 /// The user's message as the model sees it: the excerpts to cite and the
 /// uploads' text, then the message.
