@@ -1064,6 +1064,43 @@ mod tests {
     }
 
     #[test]
+    fn cmyk_jpegs_go_through_the_general_decoder() {
+        let (width, height) = (64, 32);
+        // Cyan on the left half, nothing (white) on the right.
+        let cmyk: Vec<u8> = (0..width * height)
+            .flat_map(|i| {
+                if i % width < width / 2 {
+                    [255, 0, 0, 0]
+                } else {
+                    [0; 4]
+                }
+            })
+            .collect();
+        let mut jpeg = Vec::new();
+        jpeg_encoder::Encoder::new(&mut jpeg, 95)
+            .encode(
+                &cmyk,
+                width as u16,
+                height as u16,
+                jpeg_encoder::ColorType::Cmyk,
+            )
+            .expect("JPEG encoding");
+        let mut probe = jpeg_decoder::Decoder::new(&jpeg[..]);
+        probe.read_info().expect("a JPEG header");
+        let format = probe.info().map(|i| i.pixel_format);
+        assert_eq!(format, Some(jpeg_decoder::PixelFormat::CMYK32));
+        let prepared = prepare(&jpeg).expect("prepared");
+        assert_eq!(
+            (prepared.media_type, prepared.width, prepared.height),
+            ("image/jpeg", 64, 32)
+        );
+        let image = decoded(&prepared).to_rgb8();
+        let (left, right) = (image.get_pixel(8, 16).0, image.get_pixel(56, 16).0);
+        assert!(left[0] < 100 && left[2] > 150, "{left:?}");
+        assert!(right.iter().all(|&c| c > 200), "{right:?}");
+    }
+
+    #[test]
     fn token_estimates_match_the_providers_documented_examples() {
         // OpenAI: 1024x1024 high is 4 tiles of 768x768; 2048x4096 is
         // 768x1536, 6 tiles; low is 85 whatever the size.
