@@ -133,6 +133,10 @@ enum BenchName {
     /// Usage and budgets: send_message TTFT and answer end with usage off
     /// (the code path before), on without budgets, on with a budget.
     Usage,
+    /// Images: preparing a 12-megapixel JPEG and PNG for a provider
+    /// (decode, downscale, re-encode without metadata), median and p95
+    /// time and the peak heap.
+    Images,
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -207,6 +211,7 @@ fn main() -> Result<()> {
                 BenchName::History => "history",
                 BenchName::Tree => "tree",
                 BenchName::Usage => "usage",
+                BenchName::Images => "images",
             },
             matches!(name, BenchName::Api | BenchName::Streams),
             dev,

@@ -99,6 +99,41 @@ const PDF: &str = "application/pdf";
 const DOCX: &str = "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
 const XLSX: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
 
+/// The worker's pseudo type for a PDF's page count (never an upload's
+/// type): the count is read where a text would be, within the same limits.
+const PDF_PAGE_COUNT: &str = "application/x-workspace-pdf-page-count";
+
+/// The page count of a PDF, read by [`crate::media::pdf_pages`] within
+/// `budget` where text is extracted (the memory-limited worker process):
+/// the PDF parser reads cross-reference streams before any bound of ours
+/// applies, and a crafted one could make an allocation fail, which would
+/// abort the process that parses it.
+pub async fn pdf_page_count(bytes: bytes::Bytes, budget: Budget) -> Result<u32, ExtractError> {
+    let document = match &budget.isolation {
+        Isolation::Process {
+            program,
+            memory_mib,
+        } => {
+            worker::run(
+                program,
+                *memory_mib,
+                PDF_PAGE_COUNT,
+                None,
+                bytes,
+                64,
+                budget.timeout,
+            )
+            .await?
+        }
+        Isolation::InProcess => in_process(PDF_PAGE_COUNT, bytes, None, &budget).await?,
+    };
+    document
+        .text
+        .trim()
+        .parse()
+        .map_err(|_| ExtractError::Corrupt("the page count could not be read".to_string()))
+}
+
 /// Extracts the text of `bytes` (of the sniffed `content_type`) within
 /// `budget`: in the worker process, or on the blocking pool.
 pub async fn extract(
@@ -216,6 +251,11 @@ pub(crate) fn extract_parts(
         }
         "text/csv" => csv_text(bytes, max_bytes)?,
         PDF => pdf_text(bytes, max_bytes)?,
+        PDF_PAGE_COUNT => match crate::media::pdf_pages(bytes) {
+            Ok(pages) => pages.to_string(),
+            Err(crate::media::PdfError::Encrypted) => return Err(ExtractError::Encrypted),
+            Err(e) => return Err(ExtractError::Corrupt(e.message())),
+        },
         DOCX => docx_text(bytes, max_bytes)?,
         XLSX => xlsx_text(bytes, max_bytes)?,
         other => return Err(ExtractError::Unsupported(other.to_string())),

@@ -797,3 +797,43 @@ async fn the_offline_model_sees_images_and_reasons() {
     );
     s.cx.teardown().await;
 }
+
+/// A PDF crafted against its parser (a cross-reference stream declaring
+/// fields of 2 GB each, for a billion objects) is counted in the
+/// memory-limited extraction worker: the worker dies, the server does not;
+/// the PDF goes as (no) text and the answer completes.
+#[tokio::test]
+async fn a_crafted_pdf_does_not_take_the_server_down() {
+    let s = setup("vision_crafted_pdf", |_| {}).await;
+    let stream = vec![0u8; 64];
+    let mut bytes = b"%PDF-1.5\n".to_vec();
+    let xref_at = bytes.len();
+    bytes.extend_from_slice(
+        format!(
+            "1 0 obj\n<< /Type /XRef /Size 1000000000 /W [1 2000000000 1] /Root 2 0 R \
+             /Length {} >>\nstream\n",
+            stream.len()
+        )
+        .as_bytes(),
+    );
+    bytes.extend_from_slice(&stream);
+    bytes.extend_from_slice(b"\nendstream\nendobj\n");
+    bytes.extend_from_slice(format!("startxref\n{xref_at}\n%%EOF\n").as_bytes());
+    let upload = s.upload("crafted.pdf", bytes).await;
+    let offline = s.model("offline-dev-model").await;
+    let events = s
+        .send(json!({"content": "Read it", "model_id": offline, "upload_ids": [upload]}))
+        .await;
+    assert_eq!(events.last().unwrap()["type"], "end", "{events:?}");
+    assert!(
+        !text_of(&events, "content").contains("a PDF"),
+        "not sent whole"
+    );
+    let ready = http()
+        .get(format!("{}/readyz", s.cx.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    s.cx.teardown().await;
+}

@@ -231,24 +231,26 @@ async fn pdf_pages(
     else {
         return Ok(None);
     };
-    let counted = tokio::task::spawn_blocking(move || crate::media::pdf_pages(&bytes))
-        .await
-        .map_err(Error::internal)?;
-    match counted {
+    // Counted in the extraction worker: a crafted PDF must not take the
+    // server down with it.
+    let budget = crate::extract::Budget::from_config(&cx.config.files);
+    match crate::extract::pdf_page_count(bytes, budget).await {
         Ok(pages) => {
             cx.datastore
                 .file_rendition_put(grant, file.id, &NewRendition::Pdf { pages })
                 .await?;
             Ok(i32::try_from(pages).ok())
         }
+        // A timeout may pass on a quieter machine: not remembered.
+        Err(crate::extract::ExtractError::TimedOut(_)) => Ok(None),
         Err(e) => {
             cx.datastore
                 .file_rendition_put(
                     grant,
                     file.id,
                     &NewRendition::Failed {
-                        code: e.code(),
-                        message: &e.message(),
+                        code: "pdf_unreadable",
+                        message: &e.to_string(),
                     },
                 )
                 .await?;
