@@ -2059,3 +2059,63 @@ async fn the_conversation_list_follows_membership_and_role_from_the_next_request
     b.shutdown().await.unwrap();
     cx.teardown().await;
 }
+
+/// A model that always reasons (DeepSeek-R1 style `reasoning_content`):
+/// its reasoning streams as `reasoning` events before the content, and the
+/// stored answer keeps it apart from its content.
+#[tokio::test]
+async fn a_reasoning_models_thinking_streams_and_is_kept_apart() {
+    let fake = FakeProvider::with_default(Reply::openai_reasoning(
+        &["The user greets me. ", "I greet back."],
+        &["Hello!"],
+    ))
+    .await;
+    let url = format!("{}/v1", fake.base_url());
+    let cx = TestContext::with_config("conversations_reasoning", |c| {
+        fast(c);
+        add_model(c, "deepseek-reasoner", ProviderKind::Deepseek, url);
+    })
+    .await;
+    let ada = cx.user("ada").await;
+    let org = ada.personal_org().await;
+    let model = model_id(&ada.client, org, "deepseek-reasoner").await;
+    let conversation_id = conversation(&ada.client, org, "Thinking").await;
+    let session_id = session(&ada.client, org, conversation_id, model).await;
+    let events = chat(&ada.client, org, session_id, "hi").await;
+    assert_eq!(events.last(), Some(&Event::End), "{events:?}");
+    let reasoning: String = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Reasoning { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasoning, "The user greets me. I greet back.");
+    let first_content = events
+        .iter()
+        .position(|e| matches!(e, Event::Content { .. }))
+        .unwrap();
+    assert!(
+        events[..first_content]
+            .iter()
+            .any(|e| matches!(e, Event::Reasoning { .. }))
+    );
+    let messages = all_messages(&ada.client, org, conversation_id).await;
+    assert_eq!(messages[1].content, "Hello!");
+    assert_eq!(
+        messages[1].reasoning.as_deref(),
+        Some("The user greets me. I greet back.")
+    );
+    assert_eq!(messages[0].reasoning, None);
+    // The request was the provider's own, and carried no reasoning back.
+    workspace_tests::provider_types::validate_provider_bodies(
+        "openai",
+        &fake
+            .requests()
+            .iter()
+            .map(|r| r.body.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    cx.teardown().await;
+}
