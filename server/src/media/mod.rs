@@ -6,6 +6,7 @@
 
 pub mod image;
 pub mod pdf;
+mod turbo;
 #[doc(hidden)]
 pub mod testdata;
 
