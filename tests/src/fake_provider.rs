@@ -20,6 +20,11 @@
 //! after [`FakeProvider::keep_alive`], a connection serves request after
 //! request, as a real provider's does. Every request is recorded for
 //! assertions.
+//!
+//! [`FakeProvider::scripted`] lets a closure choose what each request gets
+//! by its sequence number (an [`Action`]: a reply, a stall before the first
+//! byte, a TCP reset before or in the middle of the answer), so a seeded
+//! fault mix replays the same way in every run.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -567,9 +572,32 @@ impl Reply {
     }
 }
 
+/// What a [`FakeProvider::scripted`] fake does with one request.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Answers with the reply, as a queued or default reply is answered.
+    Reply(Reply),
+    /// Writes nothing for the duration (not even the status line), then
+    /// answers with the reply: a stall before the first byte.
+    Stall(Duration, Reply),
+    /// Resets the connection (a TCP RST, `SO_LINGER` 0) before writing
+    /// anything.
+    Reset,
+    /// Writes the status line and the reply's first `n` data parts (with
+    /// its pauses), then resets the connection.
+    ResetAfter(usize, Reply),
+}
+
+/// Chooses a scripted fake's [`Action`] from the request's sequence
+/// number (0 for the first request the fake received) and the request.
+type Chooser = dyn Fn(usize, &Recorded) -> Action + Send + Sync;
+
 struct State {
     script: VecDeque<Reply>,
     default: Reply,
+    /// Chooses each request's action when the script is empty (instead of
+    /// the default reply).
+    chooser: Option<Arc<Chooser>>,
     requests: Vec<Recorded>,
     /// Per request (in arrival order): when each data part was written.
     write_times: Vec<Vec<Instant>>,
@@ -598,6 +626,7 @@ impl FakeProvider {
         let state = Arc::new(Mutex::new(State {
             script: VecDeque::new(),
             default,
+            chooser: None,
             requests: Vec::new(),
             write_times: Vec::new(),
             keep_alive: false,
@@ -615,6 +644,18 @@ impl FakeProvider {
             }
         });
         FakeProvider { addr, state, task }
+    }
+
+    /// A fake whose every request gets what `choose` returns for it (the
+    /// request's sequence number, 0-based in arrival order, and the
+    /// request), unless a reply was queued with [`FakeProvider::push`].
+    /// `choose` runs under the fake's lock: it must not call the fake.
+    pub async fn scripted(
+        choose: impl Fn(usize, &Recorded) -> Action + Send + Sync + 'static,
+    ) -> FakeProvider {
+        let fake = Self::start().await;
+        fake.lock().chooser = Some(Arc::new(choose));
+        fake
     }
 
     /// `http://127.0.0.1:PORT` (OpenAI clients append `/chat/completions`,
@@ -736,17 +777,32 @@ async fn serve_one(socket: &mut TcpStream, state: &Mutex<State>) -> std::io::Res
         return Ok(false);
     };
     let request_streams = request.body.get("stream") == Some(&serde_json::Value::Bool(true));
-    let (reply, index, keep_alive) = {
+    let (action, index, keep_alive) = {
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = state.requests.len();
+        let action = match (state.script.pop_front(), &state.chooser) {
+            (Some(r), _) => Action::Reply(r),
+            (None, Some(choose)) => choose(seq, &request),
+            (None, None) => Action::Reply(state.default.clone()),
+        };
         state.requests.push(request);
         state.write_times.push(Vec::new());
         let index = state.write_times.len() - 1;
-        let reply = match state.script.pop_front() {
-            Some(r) => r,
-            None => state.default.clone(),
-        };
-        let keep_alive = state.keep_alive && !reply.drop_at_end;
-        (reply, index, keep_alive)
+        let keep_alive = state.keep_alive
+            && match &action {
+                Action::Reply(r) | Action::Stall(_, r) => !r.drop_at_end,
+                Action::Reset | Action::ResetAfter(..) => false,
+            };
+        (action, index, keep_alive)
+    };
+    let (reply, reset_at_end) = match action {
+        Action::Reply(reply) => (reply, false),
+        Action::Stall(delay, reply) => {
+            tokio::time::sleep(delay).await;
+            (reply, false)
+        }
+        Action::Reset => return reset(socket),
+        Action::ResetAfter(n, reply) => (reply.drop_after(n), true),
     };
     if reply.status == 200 && !request_streams && is_openai_stream(&reply) {
         return serve_whole(socket, whole(&reply), keep_alive).await;
@@ -785,6 +841,9 @@ async fn serve_one(socket: &mut TcpStream, state: &Mutex<State>) -> std::io::Res
             }
         }
     }
+    if reset_at_end {
+        return reset(socket);
+    }
     if reply.drop_at_end {
         // No terminating chunk: the body is cut off (the caller drops
         // the connection).
@@ -793,6 +852,14 @@ async fn serve_one(socket: &mut TcpStream, state: &Mutex<State>) -> std::io::Res
     socket.write_all(b"0\r\n\r\n").await?;
     socket.flush().await?;
     Ok(keep_alive)
+}
+
+/// Resets the connection: returns an error, so that `serve` drops the
+/// socket without shutting it down, and with `SO_LINGER` 0 the kernel
+/// sends a RST instead of a FIN.
+fn reset(socket: &TcpStream) -> std::io::Result<bool> {
+    let _ = socket.set_zero_linger();
+    Err(std::io::Error::other("connection reset by the script"))
 }
 
 /// A scripted answer in one piece (see [`whole`]).

@@ -137,6 +137,11 @@ enum BenchName {
     /// (decode, downscale, re-encode without metadata), median and p95
     /// time and the peak heap.
     Images,
+    /// Routing (issue #53): 1,000 chat answers at 32 connections while
+    /// the primary deployment fails 30 % of requests, beside LiteLLM's
+    /// proxy on the same fake providers (completed, equal to the script,
+    /// p50/p99); CPU per answer with one and two healthy deployments.
+    Route,
 }
 
 #[derive(Subcommand, Clone, Copy)]
@@ -212,8 +217,9 @@ fn main() -> Result<()> {
                 BenchName::Tree => "tree",
                 BenchName::Usage => "usage",
                 BenchName::Images => "images",
+                BenchName::Route => "route",
             },
-            matches!(name, BenchName::Api | BenchName::Streams),
+            matches!(name, BenchName::Api | BenchName::Streams | BenchName::Route),
             dev,
         ),
         Task::Soak { dev } => bench(&root, "soak", true, dev),
