@@ -9,8 +9,12 @@
 //! with four times the grain (a dim indoor photo: more entropy to decode).
 //!
 //! Prints for each, after `WARMUP` (3) preparations, over `ROUNDS` (30):
-//! the median and p95 time of one preparation, the peak heap it adds (a
-//! counting global allocator, threads included), and the output's type,
+//! the median and p95 time of one preparation, the peak Rust heap it adds
+//! (a counting global allocator, threads included), the peak resident
+//! memory it adds in a fresh process (which counts what the C libraries,
+//! libjpeg-turbo and zlib, allocate themselves: the bench runs itself
+//! again with `IMAGES_BENCH_ONE` naming the input's file, prepares it
+//! once, and prints the growth of its `VmHWM`), and the output's type,
 //! size and dimensions. The goal for the 12 MP JPEG is under 30 ms and
 //! under 100 MB.
 
@@ -71,6 +75,9 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOCATOR: Counting = Counting;
 
 fn main() {
+    if let Some(path) = std::env::var_os("IMAGES_BENCH_ONE") {
+        return prepare_once(&std::path::PathBuf::from(path));
+    }
     println!("generating the inputs (4000x3000)…");
     let jpeg = testdata::photo_jpeg(4000, 3000, 90);
     let noisy = testdata::with_segments(
@@ -86,8 +93,8 @@ fn main() {
         ..ImageLimits::default()
     };
     println!(
-        "{:<34} {:>9} {:>9} {:>9} {:>11} {:>22}",
-        "input", "p50 ms", "p95 ms", "peak MB", "output KB", "output"
+        "{:<34} {:>9} {:>9} {:>9} {:>9} {:>11} {:>22}",
+        "input", "p50 ms", "p95 ms", "heap MB", "RSS MB", "output KB", "output"
     );
     measure("12 MP JPEG q90, EXIF (photo)", &jpeg, &limits);
     measure("12 MP JPEG q90, EXIF (noisy)", &noisy, &limits);
@@ -118,15 +125,67 @@ fn measure(name: &str, input: &[u8], limits: &ImageLimits) {
     let peak = PEAK.load(Ordering::Relaxed) - before;
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "{:<34} {:>9.1} {:>9.1} {:>9.1} {:>11.1} {:>22}",
+        "{:<34} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>11.1} {:>22}",
         format!("{name} ({:.1} MB)", input.len() as f64 / 1e6),
         ms(percentile(0.5)),
         ms(percentile(0.95)),
         peak as f64 / 1e6,
+        resident_peak(input, limits) as f64 / 1e6,
         prepared.data.len() as f64 / 1e3,
         format!(
             "{} {}x{}",
             prepared.media_type, prepared.width, prepared.height
         ),
     );
+}
+
+/// The growth of the peak resident set of a fresh process of this bench
+/// preparing `input` once (see [`prepare_once`]).
+fn resident_peak(input: &[u8], limits: &ImageLimits) -> u64 {
+    let path = std::env::temp_dir().join(format!("images-bench-{}.bin", std::process::id()));
+    std::fs::write(&path, input).expect("input written");
+    let output = std::process::Command::new(std::env::current_exe().expect("this bench"))
+        .env("IMAGES_BENCH_ONE", &path)
+        .env("IMAGES_BENCH_MAX_BYTES", limits.max_input_bytes.to_string())
+        .output()
+        .expect("the bench ran again");
+    let _ = std::fs::remove_file(&path);
+    String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .expect("a byte count")
+}
+
+/// In the child: reads the input, then prints how much one preparation
+/// raised the process's peak resident set (`VmHWM`).
+fn prepare_once(path: &std::path::Path) {
+    let input = std::fs::read(path).expect("input read");
+    let limits = ImageLimits {
+        max_input_bytes: std::env::var("IMAGES_BENCH_MAX_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(ImageLimits::default().max_input_bytes),
+        ..ImageLimits::default()
+    };
+    // The peak so far is the process's start (its binary's pages):
+    // Linux resets it to the current resident set on `5` written to
+    // `clear_refs`.
+    std::fs::write("/proc/self/clear_refs", "5").expect("peak reset");
+    let before = peak_rss();
+    let prepared = prepare_image(&input, &limits).expect("prepared");
+    let after = peak_rss();
+    drop(prepared);
+    println!("{}", after.saturating_sub(before));
+}
+
+/// The process's peak resident set since its last reset, in bytes
+/// (`VmHWM` of `/proc/self/status`).
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status read");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM")
+        * 1024
 }
