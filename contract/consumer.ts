@@ -102,6 +102,12 @@ export function render(event: StreamEvent, text: string): string {
     case "reasoning":
       // The model's thinking: shown apart from the answer's text.
       return text;
+    case "route":
+      // Which model and deployment answer from here on.
+      return text;
+    case "restart":
+      // Another deployment answers from the beginning: drop the partial text.
+      return "";
     case "end":
       return text;
     case "error":

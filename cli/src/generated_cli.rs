@@ -142,6 +142,7 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::RolesRemove => Self::cli_roles_remove(),
             CliCommand::RolesUpdate => Self::cli_roles_update(),
             CliCommand::ChatShared => Self::cli_chat_shared(),
+            CliCommand::SystemModelDeployments => Self::cli_system_model_deployments(),
             CliCommand::SystemOutbox => Self::cli_system_outbox(),
             CliCommand::ToolsUpdate => Self::cli_tools_update(),
             CliCommand::ToolsCreate => Self::cli_tools_create(),
@@ -4275,6 +4276,12 @@ impl<T: CliConfig> Cli<T> {
                 "Read a shared chat.\n\nAn addition to the spec. Public: the link's token (query `token`) is the credential; send no `Authorization` header. Answers the snapshot (`title`, `created_at`, `messages`). An unknown, malformed or revoked token, a deleted chat or account, an owner who is no longer an active member of the organization, a deleted organization: all the same `404 not_found`, so the answer tells nothing about which. Rate limited per client address like `login` (`rate_limits.shared_chat_per_address` per `rate_limits.window_secs`, counted in the database so the limit holds across instances, every request counted, found or not): `429 rate_limited` with `Retry-After`. Answers (errors too) carry `Cache-Control: no-store`, `Referrer-Policy: no-referrer` and `X-Robots-Tag: noindex`. The server's logs show the token as `[redacted]`.",
             )
     }
+    pub fn cli_system_model_deployments() -> ::clap::Command {
+        ::clap::Command::new("")
+            .about(
+                "List the model deployments and their health.\n\nSystem administrators only (`auth.system_admins` / `WORKSPACE_SYSTEM_ADMINS`, `403 forbidden` otherwise), with a login (a personal access token gets `403 token_not_allowed`). An addition (0.10.0): every model offered, its fallbacks, and each of its deployments (upstreams: keys, regions, providers) with its weight, limits and state as every instance shares it: `healthy`, `cooling_down` (after repeated failures, a `429`, a `529` or refused connections; one request probes it when the cooldown ends) or `disabled` (its provider refused its key with `401`/`403`, also recorded in the audit log as `model_deployment.disable`; nothing is sent to it until its configuration changes). Neither keys nor URLs are shown.",
+            )
+    }
     pub fn cli_system_outbox() -> ::clap::Command {
         ::clap::Command::new("")
             .arg(
@@ -5105,6 +5112,9 @@ impl<T: CliConfig> Cli<T> {
             CliCommand::RolesRemove => self.execute_roles_remove(matches).await,
             CliCommand::RolesUpdate => self.execute_roles_update(matches).await,
             CliCommand::ChatShared => self.execute_chat_shared(matches).await,
+            CliCommand::SystemModelDeployments => {
+                self.execute_system_model_deployments(matches).await
+            }
             CliCommand::SystemOutbox => self.execute_system_outbox(matches).await,
             CliCommand::ToolsUpdate => self.execute_tools_update(matches).await,
             CliCommand::ToolsCreate => self.execute_tools_create(matches).await,
@@ -8756,6 +8766,25 @@ impl<T: CliConfig> Cli<T> {
             }
         }
     }
+    pub async fn execute_system_model_deployments(
+        &self,
+        matches: &::clap::ArgMatches,
+    ) -> anyhow::Result<()> {
+        let mut request = self.client.system_model_deployments();
+        self.config
+            .execute_system_model_deployments(matches, &mut request)?;
+        let result = request.send().await;
+        match result {
+            Ok(r) => {
+                self.config.success_item(&r);
+                Ok(())
+            }
+            Err(r) => {
+                self.config.error(&r);
+                Err(anyhow::Error::new(r))
+            }
+        }
+    }
     pub async fn execute_system_outbox(&self, matches: &::clap::ArgMatches) -> anyhow::Result<()> {
         let mut request = self.client.system_outbox();
         if let Some(value) = matches.get_one::<::std::num::NonZeroU32>("limit") {
@@ -10248,6 +10277,13 @@ pub trait CliConfig {
     ) -> anyhow::Result<()> {
         Ok(())
     }
+    fn execute_system_model_deployments(
+        &self,
+        matches: &::clap::ArgMatches,
+        request: &mut builder::SystemModelDeployments,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
     fn execute_system_outbox(
         &self,
         matches: &::clap::ArgMatches,
@@ -10527,6 +10563,7 @@ pub enum CliCommand {
     RolesRemove,
     RolesUpdate,
     ChatShared,
+    SystemModelDeployments,
     SystemOutbox,
     ToolsUpdate,
     ToolsCreate,
@@ -10681,6 +10718,7 @@ impl CliCommand {
             CliCommand::RolesRemove,
             CliCommand::RolesUpdate,
             CliCommand::ChatShared,
+            CliCommand::SystemModelDeployments,
             CliCommand::SystemOutbox,
             CliCommand::ToolsUpdate,
             CliCommand::ToolsCreate,
@@ -10836,6 +10874,7 @@ impl CliCommand {
             CliCommand::RolesRemove => "roles_remove",
             CliCommand::RolesUpdate => "roles_update",
             CliCommand::ChatShared => "chat_shared",
+            CliCommand::SystemModelDeployments => "system_model_deployments",
             CliCommand::SystemOutbox => "system_outbox",
             CliCommand::ToolsUpdate => "tools_update",
             CliCommand::ToolsCreate => "tools_create",

@@ -3245,7 +3245,7 @@ pub mod types {
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
         pub feedback: ::std::option::Option<MessageFeedback>,
         pub id: ::uuid::Uuid,
-        ///`knowledge_base_ids`, `upload_ids`; on answers also `usage` and, when failed, `error_code`.
+        ///`knowledge_base_ids`, `upload_ids`; on answers also `usage`, when failed `error_code`, and when the model has several deployments or fallbacks `route` (0.10.0): which model and deployment produced which part of the content (see `AnswerRoute`).
         pub metadata: ::serde_json::Value,
         ///The model that answered (on both the question and the answer).
         #[serde(deserialize_with = "::std::option::Option::deserialize")]
@@ -3768,7 +3768,7 @@ pub mod types {
     }
     /**One Server-Sent Event of the chat streams (`send_message`, `stream`, `prompt`), sent as `id: N` (send_message and stream only) and `data: <json>` followed by a blank line.
 
-    The set of event types is open: a minor version may add one (0.9.0 added `reasoning`), so a client skips an event whose `type` it does not know.*/
+    The set of event types is open: a minor version may add one (0.9.0 added `reasoning`, 0.10.0 `route` and `restart`), so a client skips an event whose `type` it does not know.*/
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -3780,6 +3780,8 @@ pub mod types {
         Reasoning(ChatStreamEventReasoning),
         ToolStarted(ChatStreamEventToolStarted),
         ToolFinished(ChatStreamEventToolFinished),
+        Route(ChatStreamEventRoute),
+        Restart(ChatStreamEventRestart),
         Title(ChatStreamEventTitle),
         Usage(ChatStreamEventUsage),
         End(ChatStreamEventEnd),
@@ -3813,6 +3815,16 @@ pub mod types {
     impl ::std::convert::From<ChatStreamEventToolFinished> for ChatStreamEvent {
         fn from(value: ChatStreamEventToolFinished) -> Self {
             Self::ToolFinished(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventRoute> for ChatStreamEvent {
+        fn from(value: ChatStreamEventRoute) -> Self {
+            Self::Route(value)
+        }
+    }
+    impl ::std::convert::From<ChatStreamEventRestart> for ChatStreamEvent {
+        fn from(value: ChatStreamEventRestart) -> Self {
+            Self::Restart(value)
         }
     }
     impl ::std::convert::From<ChatStreamEventTitle> for ChatStreamEvent {
@@ -4078,6 +4090,135 @@ pub mod types {
         }
     }
     impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventReasoningType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The answer starts over (0.10.0): a deployment broke off and the one taking over cannot continue the partial text, so it answers from the beginning. Drop the content and reasoning received so far; what follows is the whole answer. Sent right after the `route` that explains it. An answer continued from its partial text has no `restart`: its content simply goes on.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventRestart {
+        pub reason: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventRestartType,
+    }
+    impl ChatStreamEventRestart {
+        pub fn builder() -> builder::ChatStreamEventRestart {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventRestartType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventRestartType {
+        #[serde(rename = "restart")]
+        Restart,
+    }
+    impl ::std::fmt::Display for ChatStreamEventRestartType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Restart => f.write_str("restart"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventRestartType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "restart" => Ok(Self::Restart),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventRestartType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventRestartType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Which model and deployment answer from here on, and why: sent before the first content when the model has several deployments or fallback models, and again whenever another one takes over (0.10.0).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ChatStreamEventRoute {
+        ///Its deployment, as the server's configuration names it.
+        pub deployment: ::std::string::String,
+        ///The model answering (the one asked for, or a fallback).
+        pub model: ::std::string::String,
+        ///`first`, `failover` (another deployment of the same model, after a failure), `fallback` (a fallback model, after every deployment failed), `context_window_fallback` or `content_policy_fallback`.
+        pub reason: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ChatStreamEventRouteType,
+    }
+    impl ChatStreamEventRoute {
+        pub fn builder() -> builder::ChatStreamEventRoute {
+            Default::default()
+        }
+    }
+    ///`ChatStreamEventRouteType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ChatStreamEventRouteType {
+        #[serde(rename = "route")]
+        Route,
+    }
+    impl ::std::fmt::Display for ChatStreamEventRouteType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Route => f.write_str("route"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ChatStreamEventRouteType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "route" => Ok(Self::Route),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatStreamEventRouteType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatStreamEventRouteType {
         type Error = self::error::ConversionError;
         fn try_from(
             value: ::std::string::String,
@@ -5402,7 +5543,7 @@ pub mod types {
     }
     /**One Server-Sent Event of `POST /api/conversation/stream_chat` and `GET /api/conversation/stream`, sent as an `id: N` line (the event's number, from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line.
 
-    The set of event types is open: a minor version may add one (0.9.0 added `reasoning`), so a client skips an event whose `type` it does not know.*/
+    The set of event types is open: a minor version may add one (0.9.0 added `reasoning`, 0.10.0 `route` and `restart`), so a client skips an event whose `type` it does not know.*/
     #[derive(
         ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
     )]
@@ -5411,6 +5552,8 @@ pub mod types {
         Start(ConversationStreamEventStart),
         Content(ConversationStreamEventContent),
         Reasoning(ConversationStreamEventReasoning),
+        Route(ConversationStreamEventRoute),
+        Restart(ConversationStreamEventRestart),
         End(ConversationStreamEventEnd),
         Error(ConversationStreamEventError),
     }
@@ -5427,6 +5570,16 @@ pub mod types {
     impl ::std::convert::From<ConversationStreamEventReasoning> for ConversationStreamEvent {
         fn from(value: ConversationStreamEventReasoning) -> Self {
             Self::Reasoning(value)
+        }
+    }
+    impl ::std::convert::From<ConversationStreamEventRoute> for ConversationStreamEvent {
+        fn from(value: ConversationStreamEventRoute) -> Self {
+            Self::Route(value)
+        }
+    }
+    impl ::std::convert::From<ConversationStreamEventRestart> for ConversationStreamEvent {
+        fn from(value: ConversationStreamEventRestart) -> Self {
+            Self::Restart(value)
         }
     }
     impl ::std::convert::From<ConversationStreamEventEnd> for ConversationStreamEvent {
@@ -5680,6 +5833,133 @@ pub mod types {
         }
     }
     impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamEventReasoningType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///The answer starts over (an addition, 0.10.0): drop the content and reasoning received so far, as the chat stream's `restart`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationStreamEventRestart {
+        pub reason: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ConversationStreamEventRestartType,
+    }
+    impl ConversationStreamEventRestart {
+        pub fn builder() -> builder::ConversationStreamEventRestart {
+            Default::default()
+        }
+    }
+    ///`ConversationStreamEventRestartType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ConversationStreamEventRestartType {
+        #[serde(rename = "restart")]
+        Restart,
+    }
+    impl ::std::fmt::Display for ConversationStreamEventRestartType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Restart => f.write_str("restart"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ConversationStreamEventRestartType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "restart" => Ok(Self::Restart),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationStreamEventRestartType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamEventRestartType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Which model and deployment answer from here on, and why (an addition, 0.10.0): as the chat stream's `route`.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ConversationStreamEventRoute {
+        pub deployment: ::std::string::String,
+        pub model: ::std::string::String,
+        ///`first`, `failover`, `fallback`, `context_window_fallback` or `content_policy_fallback`.
+        pub reason: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ConversationStreamEventRouteType,
+    }
+    impl ConversationStreamEventRoute {
+        pub fn builder() -> builder::ConversationStreamEventRoute {
+            Default::default()
+        }
+    }
+    ///`ConversationStreamEventRouteType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum ConversationStreamEventRouteType {
+        #[serde(rename = "route")]
+        Route,
+    }
+    impl ::std::fmt::Display for ConversationStreamEventRouteType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Route => f.write_str("route"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ConversationStreamEventRouteType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "route" => Ok(Self::Route),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConversationStreamEventRouteType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConversationStreamEventRouteType {
         type Error = self::error::ConversionError;
         fn try_from(
             value: ::std::string::String,
@@ -6378,6 +6658,65 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///What a deployment is now.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema,
+    )]
+    pub enum DeploymentState {
+        ///Requests go to it.
+        #[serde(rename = "healthy")]
+        Healthy,
+        ///It failed repeatedly (or answered `429`/`529`, or refused connections) and is left alone until `cooldown_remaining_secs` pass; then one request probes it.
+        #[serde(rename = "cooling_down")]
+        CoolingDown,
+        ///Its provider refused its key (`401`/`403`): nothing is sent to it until its configuration (key, URL or upstream model) changes.
+        #[serde(rename = "disabled")]
+        Disabled,
+    }
+    impl ::std::fmt::Display for DeploymentState {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Healthy => f.write_str("healthy"),
+                Self::CoolingDown => f.write_str("cooling_down"),
+                Self::Disabled => f.write_str("disabled"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for DeploymentState {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "healthy" => Ok(Self::Healthy),
+                "cooling_down" => Ok(Self::CoolingDown),
+                "disabled" => Ok(Self::Disabled),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DeploymentState {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DeploymentState {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///Whether a deployment accepts requests.
@@ -10018,6 +10357,85 @@ pub mod types {
     }
     impl Model {
         pub fn builder() -> builder::Model {
+            Default::default()
+        }
+    }
+    ///One deployment of a model: its configuration (never its key or URL) and its shared health.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ModelDeploymentStatus {
+        ///Seconds until its cooldown ends (`null` unless cooling down).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub cooldown_remaining_secs: ::std::option::Option<f64>,
+        ///Cooldowns since the database was created.
+        pub cooldowns: i64,
+        ///The status that disabled it (`401` or `403`; `null` unless disabled).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub disabled_status: ::std::option::Option<u16>,
+        ///The class of its last failure (`rate_limited`, `overloaded`, `server`, `connect`, `timeout`, `interrupted`, `auth`, …; `null` when it never failed).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub last_error_class: ::std::option::Option<::std::string::String>,
+        ///Seconds since its last failure (`null` when it never failed).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub last_error_secs_ago: ::std::option::Option<f64>,
+        ///Requests and tokens counted in the current minute, every instance together (for `rpm`/`tpm`).
+        pub minute_requests: i32,
+        pub minute_tokens: i64,
+        pub name: ::std::string::String,
+        ///Whether a broken answer continues here from its partial text.
+        pub prefill: bool,
+        ///`openai`, `anthropic`, `deepseek`, `gemini`, `openai_compatible` or `offline`.
+        pub provider: ::std::string::String,
+        ///Failures in the current window (`providers.fail_window_secs`).
+        pub recent_failures: i32,
+        ///Requests a minute it may be sent (`null`: no limit).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub rpm: ::std::option::Option<u32>,
+        pub state: DeploymentState,
+        ///Tokens a minute it may be sent (`null`: no limit).
+        #[serde(deserialize_with = "::std::option::Option::deserialize")]
+        pub tpm: ::std::option::Option<u32>,
+        pub weight: u32,
+    }
+    impl ModelDeploymentStatus {
+        pub fn builder() -> builder::ModelDeploymentStatus {
+            Default::default()
+        }
+    }
+    ///One model and where it is served.
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ModelDeployments {
+        ///Models tried when the provider refuses the content.
+        pub content_policy_fallbacks: ::std::vec::Vec<::std::string::String>,
+        ///Models tried when a request does not fit the context window.
+        pub context_window_fallbacks: ::std::vec::Vec<::std::string::String>,
+        ///In the configuration's order.
+        pub deployments: ::std::vec::Vec<ModelDeploymentStatus>,
+        ///Models tried in order when every deployment failed.
+        pub fallbacks: ::std::vec::Vec<::std::string::String>,
+        pub model: ::std::string::String,
+        pub model_id: ::uuid::Uuid,
+        ///Whether answers are routed (several deployments or some fallback): a model with one deployment and no fallback is never cooled down.
+        pub routed: bool,
+    }
+    impl ModelDeployments {
+        pub fn builder() -> builder::ModelDeployments {
+            Default::default()
+        }
+    }
+    ///Response of `GET /api/system/model-deployments`: every model offered, with its deployments' health as every instance sees it (0.10.0).
+    #[derive(
+        ::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq, schemars::JsonSchema,
+    )]
+    pub struct ModelDeploymentsList {
+        ///Sorted by model name.
+        pub models: ::std::vec::Vec<ModelDeployments>,
+    }
+    impl ModelDeploymentsList {
+        pub fn builder() -> builder::ModelDeploymentsList {
             Default::default()
         }
     }
@@ -22295,6 +22713,142 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatStreamEventRestart {
+            reason: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatStreamEventRestartType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventRestart {
+            fn default() -> Self {
+                Self {
+                    reason: Err("no value supplied for reason".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventRestart {
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reason: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventRestartType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventRestart> for super::ChatStreamEventRestart {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventRestart,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    reason: value.reason?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventRestart> for ChatStreamEventRestart {
+            fn from(value: super::ChatStreamEventRestart) -> Self {
+                Self {
+                    reason: Ok(value.reason),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatStreamEventRoute {
+            deployment: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            reason: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ChatStreamEventRouteType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatStreamEventRoute {
+            fn default() -> Self {
+                Self {
+                    deployment: Err("no value supplied for deployment".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    reason: Err("no value supplied for reason".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ChatStreamEventRoute {
+            pub fn deployment<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deployment = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for deployment: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reason: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatStreamEventRouteType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatStreamEventRoute> for super::ChatStreamEventRoute {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatStreamEventRoute,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    deployment: value.deployment?,
+                    model: value.model?,
+                    reason: value.reason?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatStreamEventRoute> for ChatStreamEventRoute {
+            fn from(value: super::ChatStreamEventRoute) -> Self {
+                Self {
+                    deployment: Ok(value.deployment),
+                    model: Ok(value.model),
+                    reason: Ok(value.reason),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatStreamEventSources {
             sources:
                 ::std::result::Result<::std::vec::Vec<super::ChatSource>, ::std::string::String>,
@@ -24760,6 +25314,152 @@ pub mod types {
             fn from(value: super::ConversationStreamEventReasoning) -> Self {
                 Self {
                     content: Ok(value.content),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationStreamEventRestart {
+            reason: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<
+                super::ConversationStreamEventRestartType,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConversationStreamEventRestart {
+            fn default() -> Self {
+                Self {
+                    reason: Err("no value supplied for reason".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ConversationStreamEventRestart {
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reason: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationStreamEventRestartType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationStreamEventRestart>
+            for super::ConversationStreamEventRestart
+        {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationStreamEventRestart,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    reason: value.reason?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationStreamEventRestart>
+            for ConversationStreamEventRestart
+        {
+            fn from(value: super::ConversationStreamEventRestart) -> Self {
+                Self {
+                    reason: Ok(value.reason),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationStreamEventRoute {
+            deployment: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            reason: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<
+                super::ConversationStreamEventRouteType,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ConversationStreamEventRoute {
+            fn default() -> Self {
+                Self {
+                    deployment: Err("no value supplied for deployment".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    reason: Err("no value supplied for reason".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ConversationStreamEventRoute {
+            pub fn deployment<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deployment = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for deployment: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for reason: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ConversationStreamEventRouteType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for type_: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationStreamEventRoute> for super::ConversationStreamEventRoute {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationStreamEventRoute,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    deployment: value.deployment?,
+                    model: value.model?,
+                    reason: value.reason?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationStreamEventRoute> for ConversationStreamEventRoute {
+            fn from(value: super::ConversationStreamEventRoute) -> Self {
+                Self {
+                    deployment: Ok(value.deployment),
+                    model: Ok(value.model),
+                    reason: Ok(value.reason),
                     type_: Ok(value.type_),
                 }
             }
@@ -33054,6 +33754,435 @@ pub mod types {
                     name: Ok(value.name),
                     provider: Ok(value.provider),
                     reasoning: Ok(value.reasoning),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ModelDeploymentStatus {
+            cooldown_remaining_secs:
+                ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
+            cooldowns: ::std::result::Result<i64, ::std::string::String>,
+            disabled_status:
+                ::std::result::Result<::std::option::Option<u16>, ::std::string::String>,
+            last_error_class: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            last_error_secs_ago:
+                ::std::result::Result<::std::option::Option<f64>, ::std::string::String>,
+            minute_requests: ::std::result::Result<i32, ::std::string::String>,
+            minute_tokens: ::std::result::Result<i64, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            prefill: ::std::result::Result<bool, ::std::string::String>,
+            provider: ::std::result::Result<::std::string::String, ::std::string::String>,
+            recent_failures: ::std::result::Result<i32, ::std::string::String>,
+            rpm: ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
+            state: ::std::result::Result<super::DeploymentState, ::std::string::String>,
+            tpm: ::std::result::Result<::std::option::Option<u32>, ::std::string::String>,
+            weight: ::std::result::Result<u32, ::std::string::String>,
+        }
+        impl ::std::default::Default for ModelDeploymentStatus {
+            fn default() -> Self {
+                Self {
+                    cooldown_remaining_secs: Err(
+                        "no value supplied for cooldown_remaining_secs".to_string()
+                    ),
+                    cooldowns: Err("no value supplied for cooldowns".to_string()),
+                    disabled_status: Err("no value supplied for disabled_status".to_string()),
+                    last_error_class: Err("no value supplied for last_error_class".to_string()),
+                    last_error_secs_ago: Err(
+                        "no value supplied for last_error_secs_ago".to_string()
+                    ),
+                    minute_requests: Err("no value supplied for minute_requests".to_string()),
+                    minute_tokens: Err("no value supplied for minute_tokens".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    prefill: Err("no value supplied for prefill".to_string()),
+                    provider: Err("no value supplied for provider".to_string()),
+                    recent_failures: Err("no value supplied for recent_failures".to_string()),
+                    rpm: Err("no value supplied for rpm".to_string()),
+                    state: Err("no value supplied for state".to_string()),
+                    tpm: Err("no value supplied for tpm".to_string()),
+                    weight: Err("no value supplied for weight".to_string()),
+                }
+            }
+        }
+        impl ModelDeploymentStatus {
+            pub fn cooldown_remaining_secs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cooldown_remaining_secs = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for cooldown_remaining_secs: {e}")
+                });
+                self
+            }
+            pub fn cooldowns<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cooldowns = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for cooldowns: {e}"));
+                self
+            }
+            pub fn disabled_status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u16>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.disabled_status = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for disabled_status: {e}")
+                });
+                self
+            }
+            pub fn last_error_class<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_error_class = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for last_error_class: {e}")
+                });
+                self
+            }
+            pub fn last_error_secs_ago<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_error_secs_ago = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for last_error_secs_ago: {e}")
+                });
+                self
+            }
+            pub fn minute_requests<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.minute_requests = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for minute_requests: {e}")
+                });
+                self
+            }
+            pub fn minute_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.minute_tokens = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for minute_tokens: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for name: {e}"));
+                self
+            }
+            pub fn prefill<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prefill = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for prefill: {e}"));
+                self
+            }
+            pub fn provider<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.provider = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for provider: {e}"));
+                self
+            }
+            pub fn recent_failures<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.recent_failures = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for recent_failures: {e}")
+                });
+                self
+            }
+            pub fn rpm<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rpm = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for rpm: {e}"));
+                self
+            }
+            pub fn state<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DeploymentState>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.state = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for state: {e}"));
+                self
+            }
+            pub fn tpm<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tpm = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for tpm: {e}"));
+                self
+            }
+            pub fn weight<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.weight = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for weight: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ModelDeploymentStatus> for super::ModelDeploymentStatus {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ModelDeploymentStatus,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    cooldown_remaining_secs: value.cooldown_remaining_secs?,
+                    cooldowns: value.cooldowns?,
+                    disabled_status: value.disabled_status?,
+                    last_error_class: value.last_error_class?,
+                    last_error_secs_ago: value.last_error_secs_ago?,
+                    minute_requests: value.minute_requests?,
+                    minute_tokens: value.minute_tokens?,
+                    name: value.name?,
+                    prefill: value.prefill?,
+                    provider: value.provider?,
+                    recent_failures: value.recent_failures?,
+                    rpm: value.rpm?,
+                    state: value.state?,
+                    tpm: value.tpm?,
+                    weight: value.weight?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ModelDeploymentStatus> for ModelDeploymentStatus {
+            fn from(value: super::ModelDeploymentStatus) -> Self {
+                Self {
+                    cooldown_remaining_secs: Ok(value.cooldown_remaining_secs),
+                    cooldowns: Ok(value.cooldowns),
+                    disabled_status: Ok(value.disabled_status),
+                    last_error_class: Ok(value.last_error_class),
+                    last_error_secs_ago: Ok(value.last_error_secs_ago),
+                    minute_requests: Ok(value.minute_requests),
+                    minute_tokens: Ok(value.minute_tokens),
+                    name: Ok(value.name),
+                    prefill: Ok(value.prefill),
+                    provider: Ok(value.provider),
+                    recent_failures: Ok(value.recent_failures),
+                    rpm: Ok(value.rpm),
+                    state: Ok(value.state),
+                    tpm: Ok(value.tpm),
+                    weight: Ok(value.weight),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ModelDeployments {
+            content_policy_fallbacks: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            context_window_fallbacks: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            deployments: ::std::result::Result<
+                ::std::vec::Vec<super::ModelDeploymentStatus>,
+                ::std::string::String,
+            >,
+            fallbacks: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            routed: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for ModelDeployments {
+            fn default() -> Self {
+                Self {
+                    content_policy_fallbacks: Err(
+                        "no value supplied for content_policy_fallbacks".to_string()
+                    ),
+                    context_window_fallbacks: Err(
+                        "no value supplied for context_window_fallbacks".to_string()
+                    ),
+                    deployments: Err("no value supplied for deployments".to_string()),
+                    fallbacks: Err("no value supplied for fallbacks".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    model_id: Err("no value supplied for model_id".to_string()),
+                    routed: Err("no value supplied for routed".to_string()),
+                }
+            }
+        }
+        impl ModelDeployments {
+            pub fn content_policy_fallbacks<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content_policy_fallbacks = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for content_policy_fallbacks: {e}")
+                });
+                self
+            }
+            pub fn context_window_fallbacks<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.context_window_fallbacks = value.try_into().map_err(|e| {
+                    format!("error converting supplied value for context_window_fallbacks: {e}")
+                });
+                self
+            }
+            pub fn deployments<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ModelDeploymentStatus>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deployments = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for deployments: {e}"));
+                self
+            }
+            pub fn fallbacks<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.fallbacks = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for fallbacks: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model: {e}"));
+                self
+            }
+            pub fn model_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model_id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for model_id: {e}"));
+                self
+            }
+            pub fn routed<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.routed = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for routed: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ModelDeployments> for super::ModelDeployments {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ModelDeployments,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content_policy_fallbacks: value.content_policy_fallbacks?,
+                    context_window_fallbacks: value.context_window_fallbacks?,
+                    deployments: value.deployments?,
+                    fallbacks: value.fallbacks?,
+                    model: value.model?,
+                    model_id: value.model_id?,
+                    routed: value.routed?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ModelDeployments> for ModelDeployments {
+            fn from(value: super::ModelDeployments) -> Self {
+                Self {
+                    content_policy_fallbacks: Ok(value.content_policy_fallbacks),
+                    context_window_fallbacks: Ok(value.context_window_fallbacks),
+                    deployments: Ok(value.deployments),
+                    fallbacks: Ok(value.fallbacks),
+                    model: Ok(value.model),
+                    model_id: Ok(value.model_id),
+                    routed: Ok(value.routed),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ModelDeploymentsList {
+            models: ::std::result::Result<
+                ::std::vec::Vec<super::ModelDeployments>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ModelDeploymentsList {
+            fn default() -> Self {
+                Self {
+                    models: Err("no value supplied for models".to_string()),
+                }
+            }
+        }
+        impl ModelDeploymentsList {
+            pub fn models<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ModelDeployments>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.models = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for models: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ModelDeploymentsList> for super::ModelDeploymentsList {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ModelDeploymentsList,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    models: value.models?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ModelDeploymentsList> for ModelDeploymentsList {
+            fn from(value: super::ModelDeploymentsList) -> Self {
+                Self {
+                    models: Ok(value.models),
                 }
             }
         }
@@ -44704,7 +45833,7 @@ pub mod types {
 
 Multi-tenant backend for AI chat applications: accounts, organizations, roles, conversations with language models, tools, knowledge bases, agents and MCP connections. Every operation except those marked public requires `Authorization: Bearer <access_token>`. Errors have the body `{request_id, error_code, message}` with a stable `error_code`.
 
-Version: 0.9.0*/
+Version: 0.10.0*/
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
@@ -44742,7 +45871,7 @@ impl Client {
 }
 impl ClientInfo<()> for Client {
     fn api_version() -> &'static str {
-        "0.9.0"
+        "0.10.0"
     }
     fn baseurl(&self) -> &str {
         self.baseurl.as_str()
@@ -47629,6 +48758,20 @@ impl Client {
     ```*/
     pub fn chat_shared(&self) -> builder::ChatShared<'_> {
         builder::ChatShared::new(self)
+    }
+    /**List the model deployments and their health
+
+    System administrators only (`auth.system_admins` / `WORKSPACE_SYSTEM_ADMINS`, `403 forbidden` otherwise), with a login (a personal access token gets `403 token_not_allowed`). An addition (0.10.0): every model offered, its fallbacks, and each of its deployments (upstreams: keys, regions, providers) with its weight, limits and state as every instance shares it: `healthy`, `cooling_down` (after repeated failures, a `429`, a `529` or refused connections; one request probes it when the cooldown ends) or `disabled` (its provider refused its key with `401`/`403`, also recorded in the audit log as `model_deployment.disable`; nothing is sent to it until its configuration changes). Neither keys nor URLs are shown.
+
+    Sends a `GET` request to `/api/system/model-deployments`
+
+    ```ignore
+    let response = client.system_model_deployments()
+        .send()
+        .await;
+    ```*/
+    pub fn system_model_deployments(&self) -> builder::SystemModelDeployments<'_> {
+        builder::SystemModelDeployments::new(self)
     }
     /**Read the e-mail outbox (newest first)
 
@@ -62439,6 +63582,63 @@ pub mod builder {
                     ResponseValue::from_response(response).await?,
                 )),
                 429u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                500u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                503u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::system_model_deployments`]
+
+    [`Client::system_model_deployments`]: super::Client::system_model_deployments*/
+    #[derive(Debug, Clone)]
+    pub struct SystemModelDeployments<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> SystemModelDeployments<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/api/system/model-deployments`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ModelDeploymentsList>, Error<types::Error>> {
+            let Self { client } = self;
+            let url = format!("{}/api/system/model-deployments", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map.append(
+                ::reqwest::header::HeaderName::from_static("api-version"),
+                ::reqwest::header::HeaderValue::from_static(super::Client::api_version()),
+            );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "system_model_deployments",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                401u16 => Err(Error::ErrorResponse(
+                    ResponseValue::from_response(response).await?,
+                )),
+                403u16 => Err(Error::ErrorResponse(
                     ResponseValue::from_response(response).await?,
                 )),
                 500u16 => Err(Error::ErrorResponse(

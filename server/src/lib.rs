@@ -322,7 +322,8 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
     let tokens = authn::TokenKeys::new(&jwt_secret, config.auth.token_lifetime_secs);
     let mailer = mailer::from_config(&config.mail, &datastore, &log)?;
 
-    let models = model_catalog(&config, &datastore, &log).await?;
+    let metrics: std::sync::Arc<metrics::Metrics> = Default::default();
+    let models = model_catalog(&config, &datastore, &metrics, &log).await?;
 
     let mcp_catalog = mcp_catalog(&config, &datastore).await?;
     let mcp_client: std::sync::Arc<dyn mcp::McpClient> = std::sync::Arc::new(mcp::RmcpClient {
@@ -355,7 +356,6 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
         config.auth.hash_queue,
         std::time::Duration::from_millis(config.auth.hash_max_wait_ms),
     ));
-    let metrics: std::sync::Arc<metrics::Metrics> = Default::default();
     let tasks: std::sync::Arc<tasks::BackgroundTasks> = Default::default();
     tasks.adopt("chat_listener", &chat_listener);
     let metrics_source = metrics::Source {
@@ -544,6 +544,7 @@ pub async fn start_with_database(config: Config, url: &str, log: slog::Logger) -
 async fn model_catalog(
     config: &Config,
     datastore: &db::Datastore,
+    metrics: &std::sync::Arc<metrics::Metrics>,
     log: &slog::Logger,
 ) -> Result<providers::ModelRegistry> {
     let specs = providers::registry::configured_models(config)?;
@@ -555,8 +556,18 @@ async fn model_catalog(
         .models_sync(&names)
         .await
         .map_err(|e| anyhow::anyhow!("storing the model catalog: {e}"))?;
-    let models =
-        providers::ModelRegistry::new(specs, ids, providers::RetryPolicy::from_config(config));
+    let router = std::sync::Arc::new(providers::router::RouterContext {
+        datastore: datastore.clone(),
+        metrics: metrics.clone(),
+        policy: providers::router::RoutePolicy::from_config(config),
+        log: log.new(slog::o!("component" => "router")),
+    });
+    let models = providers::ModelRegistry::new(
+        specs,
+        ids,
+        providers::RetryPolicy::from_config(config),
+        Some(router),
+    );
     for model in models.list() {
         slog::info!(log, "model offered"; "name" => &model.name, "provider" => &model.provider,
             "id" => model.id.to_string());

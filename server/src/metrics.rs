@@ -64,6 +64,22 @@ pub struct Metrics {
     /// turns send the kept rendition), and the time they took.
     pub images_prepared: AtomicU64,
     pub images_prepare_micros: AtomicU64,
+    /// Per model deployment (model, deployment): its counts.
+    deployments: Mutex<BTreeMap<(String, String), DeploymentCounts>>,
+}
+
+/// What one model deployment was asked and how it did.
+#[derive(Default, Clone)]
+struct DeploymentCounts {
+    /// Tries by outcome: `ok` (its first piece arrived), `failed` (before
+    /// it), `broke` (after it), `over_limit` (skipped: its rpm or tpm).
+    requests: BTreeMap<&'static str, u64>,
+    /// Failures by class (`router::FailureClass`).
+    failures: BTreeMap<&'static str, u64>,
+    /// Cooldowns this instance started.
+    cooldowns: u64,
+    /// Time to the first piece of an answer.
+    first_event: Histogram,
 }
 
 /// How often refusals for lack of capacity are said in the log.
@@ -99,6 +115,34 @@ impl Metrics {
             u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
+    }
+
+    fn deployment<R>(&self, model: &str, deployment: &str, f: impl FnOnce(&mut DeploymentCounts) -> R) -> R {
+        let mut all = self.deployments.lock().unwrap_or_else(|p| p.into_inner());
+        f(all
+            .entry((model.to_string(), deployment.to_string()))
+            .or_default())
+    }
+
+    /// A try of a model deployment and how it went (`ok`, `failed`,
+    /// `broke`, `over_limit`).
+    pub fn deployment_request(&self, model: &str, deployment: &str, outcome: &'static str) {
+        self.deployment(model, deployment, |d| *d.requests.entry(outcome).or_default() += 1);
+    }
+
+    /// A failure of a model deployment, by class.
+    pub fn deployment_failure(&self, model: &str, deployment: &str, class: &'static str) {
+        self.deployment(model, deployment, |d| *d.failures.entry(class).or_default() += 1);
+    }
+
+    /// A cooldown of a model deployment started by this instance.
+    pub fn deployment_cooldown(&self, model: &str, deployment: &str) {
+        self.deployment(model, deployment, |d| d.cooldowns += 1);
+    }
+
+    /// The time a model deployment took to the first piece of an answer.
+    pub fn deployment_first_event(&self, model: &str, deployment: &str, took: Duration) {
+        self.deployment(model, deployment, |d| d.first_event.observe(took.as_secs_f64()));
     }
 
     pub fn stream_finished(&self, outcome: &'static str) {
@@ -173,6 +217,85 @@ impl Source {
 }
 
 /// The Prometheus text exposition (format 0.0.4).
+/// The model deployments' series (per model and deployment).
+fn render_deployments(metrics: &Metrics, out: &mut String) {
+    let all = metrics
+        .deployments
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let labels = |model: &str, deployment: &str| {
+        format!(
+            "model=\"{}\",deployment=\"{}\"",
+            escape(model),
+            escape(deployment)
+        )
+    };
+    out.push_str(
+        "# HELP workspace_model_deployment_requests_total Tries of each model deployment by \
+         outcome (ok: its first piece arrived; failed: before it; broke: after it; over_limit: \
+         skipped for its rpm or tpm).\n# TYPE workspace_model_deployment_requests_total counter\n",
+    );
+    for ((model, deployment), d) in &all {
+        for (outcome, n) in &d.requests {
+            let _ = writeln!(
+                out,
+                "workspace_model_deployment_requests_total{{{},outcome=\"{outcome}\"}} {n}",
+                labels(model, deployment)
+            );
+        }
+    }
+    out.push_str(
+        "# HELP workspace_model_deployment_failures_total Failures of each model deployment by \
+         class.\n# TYPE workspace_model_deployment_failures_total counter\n",
+    );
+    for ((model, deployment), d) in &all {
+        for (class, n) in &d.failures {
+            let _ = writeln!(
+                out,
+                "workspace_model_deployment_failures_total{{{},class=\"{class}\"}} {n}",
+                labels(model, deployment)
+            );
+        }
+    }
+    out.push_str(
+        "# HELP workspace_model_deployment_cooldowns_total Cooldowns of each model deployment \
+         this instance started.\n# TYPE workspace_model_deployment_cooldowns_total counter\n",
+    );
+    for ((model, deployment), d) in &all {
+        let _ = writeln!(
+            out,
+            "workspace_model_deployment_cooldowns_total{{{}}} {}",
+            labels(model, deployment),
+            d.cooldowns
+        );
+    }
+    out.push_str(
+        "# HELP workspace_model_deployment_first_event_seconds Time from a try of a model \
+         deployment to the first piece of its answer.\n\
+         # TYPE workspace_model_deployment_first_event_seconds histogram\n",
+    );
+    for ((model, deployment), d) in &all {
+        let labels = labels(model, deployment);
+        let h = &d.first_event;
+        let mut cumulative = 0;
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            cumulative += h.buckets[i];
+            let _ = writeln!(
+                out,
+                "workspace_model_deployment_first_event_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "workspace_model_deployment_first_event_seconds_bucket{{{labels},le=\"+Inf\"}} {}\n\
+             workspace_model_deployment_first_event_seconds_sum{{{labels}}} {}\n\
+             workspace_model_deployment_first_event_seconds_count{{{labels}}} {}",
+            h.count, h.sum, h.count
+        );
+    }
+}
+
 pub fn render(metrics: &Metrics, g: &Gauges) -> String {
     let mut out = String::new();
     let requests = metrics
@@ -221,6 +344,7 @@ pub fn render(metrics: &Metrics, g: &Gauges) -> String {
             h.count
         );
     }
+    render_deployments(metrics, &mut out);
     let gauge = |out: &mut String, name: &str, help: &str, kind: &str, value: String| {
         let _ = writeln!(
             out,

@@ -189,6 +189,10 @@ async fn bench() {
             input: None,
             reasoning: None,
             max_output_tokens: None,
+            deployments: Vec::new(),
+            fallbacks: Vec::new(),
+            context_window_fallbacks: Vec::new(),
+            content_policy_fallbacks: Vec::new(),
         });
         c.kb.poll_interval_ms = 50;
     };

@@ -52,6 +52,10 @@ fn configure(url: String, enabled: bool) -> impl FnOnce(&mut Config) {
                 input: None,
                 reasoning: None,
                 max_output_tokens: None,
+                deployments: Vec::new(),
+                fallbacks: Vec::new(),
+                context_window_fallbacks: Vec::new(),
+                content_policy_fallbacks: Vec::new(),
             },
         );
     }

@@ -675,6 +675,10 @@ impl FakeProvider {
             input: None,
             reasoning: None,
             max_output_tokens: None,
+            deployments: Vec::new(),
+            fallbacks: Vec::new(),
+            context_window_fallbacks: Vec::new(),
+            content_policy_fallbacks: Vec::new(),
         }
     }
 

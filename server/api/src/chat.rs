@@ -177,8 +177,10 @@ pub struct ChatMessage {
     /// the prompt.
     #[schemars(with = "serde_json::Value", required)]
     pub prompt_data: Option<serde_json::Value>,
-    /// `knowledge_base_ids`, `upload_ids`; on answers also `usage` and,
-    /// when failed, `error_code`.
+    /// `knowledge_base_ids`, `upload_ids`; on answers also `usage`, when
+    /// failed `error_code`, and when the model has several deployments or
+    /// fallbacks `route` (0.10.0): which model and deployment produced
+    /// which part of the content (see `AnswerRoute`).
     pub metadata: serde_json::Value,
     /// On an answer: the model's reasoning, apart from its content (`null`
     /// when the model showed none).
@@ -457,13 +459,29 @@ pub struct ChatSource {
     pub metadata: serde_json::Value,
 }
 
+/// Which model and deployment produced a part of an answer (an answer's
+/// `metadata.route`, from 0.10.0: one entry per model or deployment that
+/// took over, in order; empty when the model is not routed).
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct AnswerRoute {
+    pub model: String,
+    pub deployment: String,
+    /// Where its part of the content begins, in characters (Unicode scalar
+    /// values); it runs to the next entry's `from` or the end. After a
+    /// restart the entry begins at 0 and the earlier entries produced
+    /// nothing that was kept.
+    pub from: i64,
+    /// As the stream's `route` event.
+    pub reason: String,
+}
+
 /// One Server-Sent Event of the chat streams (`send_message`, `stream`,
 /// `prompt`), sent as `id: N` (send_message and stream only) and
 /// `data: <json>` followed by a blank line.
 ///
 /// The set of event types is open: a minor version may add one (0.9.0
-/// added `reasoning`), so a client skips an event whose `type` it does not
-/// know.
+/// added `reasoning`, 0.10.0 `route` and `restart`), so a client skips an
+/// event whose `type` it does not know.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ChatStreamEvent {
@@ -500,6 +518,27 @@ pub enum ChatStreamEvent {
         error: Option<String>,
         successful: bool,
     },
+    /// Which model and deployment answer from here on, and why: sent
+    /// before the first content when the model has several deployments or
+    /// fallback models, and again whenever another one takes over (0.10.0).
+    Route {
+        /// The model answering (the one asked for, or a fallback).
+        model: String,
+        /// Its deployment, as the server's configuration names it.
+        deployment: String,
+        /// `first`, `failover` (another deployment of the same model,
+        /// after a failure), `fallback` (a fallback model, after every
+        /// deployment failed), `context_window_fallback` or
+        /// `content_policy_fallback`.
+        reason: String,
+    },
+    /// The answer starts over (0.10.0): a deployment broke off and the one
+    /// taking over cannot continue the partial text, so it answers from
+    /// the beginning. Drop the content and reasoning received so far; what
+    /// follows is the whole answer. Sent right after the `route` that
+    /// explains it. An answer continued from its partial text has no
+    /// `restart`: its content simply goes on.
+    Restart { reason: String },
     /// The generated title of a new chat.
     Title { chat_id: Uuid, title: String },
     /// Token usage of this answer.

@@ -278,8 +278,8 @@ pub struct StreamChatRequest {
 /// from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line.
 ///
 /// The set of event types is open: a minor version may add one (0.9.0
-/// added `reasoning`), so a client skips an event whose `type` it does not
-/// know.
+/// added `reasoning`, 0.10.0 `route` and `restart`), so a client skips an
+/// event whose `type` it does not know.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ConversationStreamEvent {
@@ -290,6 +290,18 @@ pub enum ConversationStreamEvent {
     /// The next piece of the model's reasoning, apart from the answer
     /// (an addition; stored as the message's `reasoning`).
     Reasoning { content: String },
+    /// Which model and deployment answer from here on, and why (an
+    /// addition, 0.10.0): as the chat stream's `route`.
+    Route {
+        model: String,
+        deployment: String,
+        /// `first`, `failover`, `fallback`, `context_window_fallback` or
+        /// `content_policy_fallback`.
+        reason: String,
+    },
+    /// The answer starts over (an addition, 0.10.0): drop the content and
+    /// reasoning received so far, as the chat stream's `restart`.
+    Restart { reason: String },
     /// The answer is stored: complete, or `cancelled` when it was stopped
     /// (`POST /api/conversation/stop`).
     End,

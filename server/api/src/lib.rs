@@ -52,7 +52,7 @@ use crate::extract::{JsonBody, QueryParams};
 /// Title of the OpenAPI document.
 pub const API_TITLE: &str = "Workspace API";
 /// Version of the OpenAPI document (the interface, not the server build).
-pub const API_VERSION: semver::Version = semver::Version::new(0, 9, 0);
+pub const API_VERSION: semver::Version = semver::Version::new(0, 10, 0);
 
 /// The Workspace API: a multi-tenant backend for AI chat applications.
 #[dropshot::api_description {
@@ -161,6 +161,25 @@ pub trait WorkspaceApi {
         rqctx: RequestContext<Self::Context>,
         query: QueryParams<system::OutboxQuery>,
     ) -> Result<HttpResponseOk<system::OutboxPage>, HttpError>;
+
+    /// List the model deployments and their health.
+    ///
+    /// System administrators only (`auth.system_admins` /
+    /// `WORKSPACE_SYSTEM_ADMINS`, `403 forbidden` otherwise), with a login
+    /// (a personal access token gets `403 token_not_allowed`). An addition
+    /// (0.10.0): every model offered, its fallbacks, and each of its
+    /// deployments (upstreams: keys, regions, providers) with its weight,
+    /// limits and state as every instance shares it: `healthy`,
+    /// `cooling_down` (after repeated failures, a `429`, a `529` or refused
+    /// connections; one request probes it when the cooldown ends) or
+    /// `disabled` (its provider refused its key with `401`/`403`, also
+    /// recorded in the audit log as `model_deployment.disable`; nothing is
+    /// sent to it until its configuration changes). Neither keys nor URLs
+    /// are shown.
+    #[endpoint { method = GET, path = "/api/system/model-deployments", tags = ["system"] }]
+    async fn system_model_deployments(
+        rqctx: RequestContext<Self::Context>,
+    ) -> Result<HttpResponseOk<system::ModelDeploymentsList>, HttpError>;
 
     /// Create an account.
     ///

@@ -317,6 +317,7 @@ pub const LOGIN_ONLY_OPERATIONS: &[&str] = &[
     "roles_delete_permission",
     "org_update_features",
     "system_outbox",
+    "system_model_deployments",
 ];
 
 /// The `error_code` of a request the server could not parse: malformed
@@ -343,6 +344,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         "system_outbox",
         &[(400, &["invalid_pagination"]), (403, &["forbidden"])],
     ),
+    ("system_model_deployments", &[(403, &["forbidden"])]),
     (
         "auth_signup",
         &[
@@ -729,6 +731,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (403, &["forbidden"]),
             (404, &["not_found"]),
             (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
+            (503, &["providers_unavailable"]),
         ],
     ),
     (
@@ -834,6 +837,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
                 &[
                     "embedder_unavailable",
                     "provider_unavailable",
+                    "providers_unavailable",
                     "provider_rate_limited",
                     "provider_rejected",
                     "provider_timeout",
@@ -911,6 +915,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
                 502,
                 &[
                     "provider_unavailable",
+                    "providers_unavailable",
                     "provider_rate_limited",
                     "provider_rejected",
                     "provider_timeout",
@@ -1001,6 +1006,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (404, &["not_found"]),
             (409, &["agent_not_active"]),
             (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
+            (503, &["providers_unavailable"]),
         ],
     ),
     (
@@ -1024,6 +1030,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (404, &["not_found"]),
             (409, &["agent_not_active"]),
             (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
+            (503, &["providers_unavailable"]),
         ],
     ),
     (
@@ -1047,6 +1054,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
             (404, &["not_found"]),
             (409, &["agent_not_active"]),
             (429, &["daily_chat_limit_exceeded", "budget_exceeded"]),
+            (503, &["providers_unavailable"]),
         ],
     ),
     (
@@ -1063,6 +1071,7 @@ pub const OPERATION_ERRORS: &[(&str, &[ErrorStatus])] = &[
         &[
             (400, &["invalid_message", "model_unavailable"]),
             (403, &["forbidden", "budget_exceeded"]),
+            (503, &["providers_unavailable"]),
         ],
     ),
     (

@@ -437,6 +437,12 @@ pub async fn collect(mut events: tokio::sync::mpsc::Receiver<RuntimeEvent>) -> C
                 }
             }
             RuntimeEvent::ToolStarted(_) => {}
+            RuntimeEvent::Route(route) => {
+                if route.restart {
+                    c.text.clear();
+                    c.reasoning.clear();
+                }
+            }
             RuntimeEvent::ToolFinished(f) => c.tool_calls.push(ToolCallRecord {
                 id: f.id,
                 name: f.name,

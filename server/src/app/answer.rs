@@ -44,6 +44,8 @@ use crate::db::datastore::streams::StreamKind;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::providers::Usage;
+use crate::providers::router::Route;
+use workspace_api::chat::AnswerRoute;
 pub use crate::runtime::ToolFinished;
 use crate::runtime::{RunError, RunSpec, RuntimeEvent, ToolStarted};
 use serde::Serialize;
@@ -173,6 +175,15 @@ pub trait Area: Send + Sync + 'static {
         None
     }
 
+    /// The events saying which model and deployment answer from here on
+    /// (a routed model's `route`, and `restart` when the answer starts
+    /// over); `None` for an area whose stream cannot say so, where an
+    /// answer that must start over fails instead (its client could not
+    /// drop what it was sent).
+    fn route(&self, _route: &Route) -> Option<Vec<Self::Event>> {
+        None
+    }
+
     /// The stored status of an answer that ended this way (also the
     /// `workspace_streams_total` outcome): by default `complete`,
     /// `stopped` (also when the client went away) or `failed`.
@@ -195,6 +206,7 @@ pub trait Area: Send + Sync + 'static {
         &self,
         _text: &str,
         _reasoning: &str,
+        _route: &[AnswerRoute],
         _usage: Option<Usage>,
         _outcome: &Outcome,
     ) -> Result<(), Error> {
@@ -345,6 +357,8 @@ impl<A: Area> Answer<A> {
         let mut reasoning = String::new();
         let mut reasoning_cut = false;
         let mut usage: Option<Usage> = None;
+        // Which model and deployment produced which part of the text.
+        let mut route_parts: Vec<workspace_api::chat::AnswerRoute> = Vec::new();
         let mut saving: Option<tokio::task::JoinHandle<()>> = None;
         let mut saved_at = Instant::now();
         let mut events = crate::runtime::run(spec);
@@ -418,6 +432,38 @@ impl<A: Area> Answer<A> {
                     total.cached_tokens += u.cached_tokens;
                     total.reasoning_tokens += u.reasoning_tokens;
                 }
+                Some(RuntimeEvent::Route(route)) => {
+                    let events = area.route(&route);
+                    if route.restart {
+                        if events.is_none() {
+                            slog::warn!(log, "an answer that must start over on another \
+                                deployment cannot here; it fails");
+                            break Outcome::Failed {
+                                code: "provider_stream_interrupted".into(),
+                                message: "the model provider's answer broke off".into(),
+                            };
+                        }
+                        text.clear();
+                        reasoning.clear();
+                        reasoning_cut = false;
+                    }
+                    route_parts.push(AnswerRoute {
+                        model: route.model.clone(),
+                        deployment: route.deployment.clone(),
+                        from: i64::try_from(text.chars().count()).unwrap_or(i64::MAX),
+                        reason: route.reason.as_str().to_string(),
+                    });
+                    let mut gone = false;
+                    for event in events.into_iter().flatten() {
+                        if !out.emit(event).await {
+                            gone = true;
+                            break;
+                        }
+                    }
+                    if gone {
+                        break Outcome::Gone;
+                    }
+                }
                 Some(RuntimeEvent::End) => break Outcome::Complete,
                 Some(RuntimeEvent::Error(e)) => {
                     let RunError { code, message } = *e;
@@ -452,8 +498,17 @@ impl<A: Area> Answer<A> {
             let outcome = outcome.clone();
             crate::telemetry::spawn(async move {
                 let result =
-                    store_until_stored(&*area, &text, &reasoning, usage, &outcome, &metrics, &log)
-                        .await;
+                    store_until_stored(
+                        &*area,
+                        &text,
+                        &reasoning,
+                        &route_parts,
+                        usage,
+                        &outcome,
+                        &metrics,
+                        &log,
+                    )
+                    .await;
                 let _ = done_tx.send(result.is_ok());
             })
         };
@@ -522,6 +577,7 @@ async fn store_until_stored<A: Area>(
     area: &A,
     text: &str,
     reasoning: &str,
+    route: &[AnswerRoute],
     usage: Option<Usage>,
     outcome: &Outcome,
     metrics: &Metrics,
@@ -531,7 +587,7 @@ async fn store_until_stored<A: Area>(
     let mut backoff = Duration::from_millis(100);
     let mut pending = false;
     let result = loop {
-        match area.store(text, reasoning, usage, outcome).await {
+        match area.store(text, reasoning, route, usage, outcome).await {
             Ok(()) => break Ok(()),
             Err(e @ Error::Unavailable { .. }) => {
                 if !pending {

@@ -219,6 +219,7 @@ pub async fn stream_chat(
             ),
         )
     })?;
+    crate::app::models::check_available(&model).await?;
     let daily_limit = features.daily_chat_limit;
     // The budgets, before the message is stored.
     let metered = crate::app::usage::admit(
@@ -374,6 +375,20 @@ impl Area for ConversationAnswer {
         Some(ConversationStreamEvent::Reasoning { content: piece })
     }
 
+    fn route(&self, route: &crate::providers::router::Route) -> Option<Vec<ConversationStreamEvent>> {
+        let mut events = vec![ConversationStreamEvent::Route {
+            model: route.model.clone(),
+            deployment: route.deployment.clone(),
+            reason: route.reason.as_str().to_string(),
+        }];
+        if route.restart {
+            events.push(ConversationStreamEvent::Restart {
+                reason: "the deployment answering broke off and the next one starts over".into(),
+            });
+        }
+        Some(events)
+    }
+
     fn status(&self, outcome: &Outcome) -> &'static str {
         stored_status(outcome).as_str()
     }
@@ -388,6 +403,7 @@ impl Area for ConversationAnswer {
         &self,
         text: &str,
         reasoning: &str,
+        _route: &[workspace_api::chat::AnswerRoute],
         usage: Option<Usage>,
         outcome: &Outcome,
     ) -> Result<(), Error> {

@@ -828,6 +828,7 @@ impl crate::app::answer::Area for CompletionStream {
         &self,
         _text: &str,
         _reasoning: &str,
+        _route: &[workspace_api::chat::AnswerRoute],
         usage: Option<crate::providers::Usage>,
         _outcome: &crate::app::answer::Outcome,
     ) -> Result<(), Error> {

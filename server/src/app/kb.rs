@@ -712,6 +712,7 @@ pub async fn query(
         ));
     }
     let model = crate::app::models::pick(cx, body.model_id)?;
+    crate::app::models::check_available(&model).await?;
     let hits = retrieve(
         cx,
         access,
@@ -751,6 +752,7 @@ pub async fn query(
         temperature: body.temperature.map(|t| t as f32),
         reasoning: None,
         whole: false,
+        continue_final: false,
     };
     let log = cx.log.clone();
     let retry = cx.models.retry.clone();
@@ -778,6 +780,8 @@ pub async fn query(
         while let Some(event) = stream.next().await {
             match event.map_err(provider_error)? {
                 ChatEvent::Text(t) => answer.push_str(&t),
+                // Another deployment answers from the beginning.
+                ChatEvent::Route(route) if route.restart => answer.clear(),
                 ChatEvent::Finish(_) => break,
                 _ => {}
             }
@@ -828,6 +832,21 @@ pub async fn query(
             let out = match event {
                 Ok(ChatEvent::Text(t)) => KbQueryStreamEvent::Content { content: t },
                 Ok(ChatEvent::Finish(_)) => break,
+                // This stream cannot take back what it sent: an answer
+                // that must start over on another deployment fails.
+                Ok(ChatEvent::Route(route)) if route.restart => {
+                    let e = crate::providers::ProviderError::new(
+                        crate::providers::ProviderErrorKind::Interrupted,
+                        "the answer must start over",
+                    );
+                    let _ = tx
+                        .send(KbQueryStreamEvent::Error {
+                            error_code: e.error_code().to_string(),
+                            message: e.public_message().to_string(),
+                        })
+                        .await;
+                    return;
+                }
                 Ok(_) => continue,
                 Err(e) => {
                     let _ = tx

@@ -60,6 +60,27 @@ pub(crate) fn pick(cx: &ServerContext, id: Option<Uuid>) -> Result<ModelEntry, E
     })
 }
 
+/// Refuses an answer before anything is stored when every deployment of
+/// `model` and of its fallbacks is cooling down or disabled: `503
+/// providers_unavailable`, with `Retry-After` the seconds until the first
+/// cooldown ends. A model that is not routed (one deployment, no
+/// fallbacks) is never refused here; the database's trouble is not the
+/// answer's (the router then tries every deployment).
+pub(crate) async fn check_available(model: &ModelEntry) -> Result<(), Error> {
+    match model.routed.unavailable().await {
+        Ok(Some(wait)) => Err(Error::Busy {
+            code: "providers_unavailable",
+            message: format!(
+                "every deployment of the model {:?} and of its fallbacks is unavailable; \
+                 try again later",
+                model.name
+            ),
+            retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
+        }),
+        Ok(None) | Err(_) => Ok(()),
+    }
+}
+
 /// The reasoning to ask of `model` and the answer's `max_tokens`, from the
 /// requested effort or budget (a message's settings, else the chat's or
 /// the agent's), bounded by the model's table:
@@ -174,4 +195,73 @@ mod tests {
             );
         }
     }
+}
+
+/// Every model offered and its deployments' shared health (see
+/// `GET /api/system/model-deployments`).
+pub async fn deployments(
+    cx: &ServerContext,
+    _admin: &crate::authz::SystemAdmin,
+) -> Result<workspace_api::system::ModelDeploymentsList, Error> {
+    use workspace_api::system::{DeploymentState, ModelDeploymentStatus, ModelDeployments};
+    let entries = cx.models.list();
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    let health = cx.datastore.deployment_health(&names).await?;
+    let models = entries
+        .iter()
+        .map(|entry| {
+            let routed = &entry.routed;
+            let deployments = routed
+                .deployments
+                .iter()
+                .map(|d| {
+                    let h = health
+                        .iter()
+                        .find(|h| h.model == entry.name && h.deployment == d.name)
+                        .cloned()
+                        .unwrap_or_default();
+                    let disabled = h.disabled_fingerprint.as_deref() == Some(d.fingerprint.as_str());
+                    let state = if disabled {
+                        DeploymentState::Disabled
+                    } else if h.cooling_secs.is_some() {
+                        DeploymentState::CoolingDown
+                    } else {
+                        DeploymentState::Healthy
+                    };
+                    ModelDeploymentStatus {
+                        name: d.name.clone(),
+                        provider: d.provider.clone(),
+                        weight: d.weight,
+                        rpm: d.rpm,
+                        tpm: d.tpm,
+                        prefill: d.prefill,
+                        state,
+                        cooldown_remaining_secs: h.cooling_secs.filter(|_| !disabled),
+                        recent_failures: h.failures,
+                        cooldowns: h.cooldowns,
+                        last_error_class: h.last_error_class,
+                        last_error_secs_ago: h.last_error_secs,
+                        disabled_status: h
+                            .disabled_status
+                            .filter(|_| disabled)
+                            .and_then(|s| u16::try_from(s).ok()),
+                        minute_requests: h.minute_requests,
+                        minute_tokens: h.minute_tokens,
+                    }
+                })
+                .collect();
+            let [fallbacks, context_window_fallbacks, content_policy_fallbacks] =
+                routed.fallback_names.clone();
+            ModelDeployments {
+                model_id: entry.id,
+                model: entry.name.clone(),
+                routed: routed.routes(),
+                fallbacks,
+                context_window_fallbacks,
+                content_policy_fallbacks,
+                deployments,
+            }
+        })
+        .collect();
+    Ok(workspace_api::system::ModelDeploymentsList { models })
 }

@@ -27,7 +27,8 @@ pub use deletion::DeletionConfig;
 pub use http::{HttpConfig, MetricsConfig, StreamsConfig, raise_open_file_limit};
 pub use mail::{LogConfig, MailConfig};
 pub use providers::{
-    DEFAULT_CONTEXT_TOKENS, ModelConfig, OFFLINE_MODEL_NAME, ProviderKind, ProvidersConfig,
+    DEFAULT_CONTEXT_TOKENS, DeploymentConfig, ModelConfig, OFFLINE_MODEL_NAME, ProviderKind,
+    ProvidersConfig, ResolvedDeployment,
 };
 pub use usage::{Price, UsageConfig};
 pub use webhooks::WebhooksConfig;
@@ -385,22 +386,24 @@ impl Config {
             {
                 bail!("models: {name:?}: max_tokens ({max}) is above max_output_tokens ({out})");
             }
-            let Some(kind) = model.provider_kind() else {
-                bail!(
-                    "models: {name:?}: set `provider` (the name has no known prefix: \
-                     gpt-/o1/o3/o4, claude-, deepseek-, gemini-)"
-                );
-            };
-            match model.base_url.as_deref().or(kind.default_base_url()) {
-                None => bail!(
-                    "models: {name:?}: `base_url` is required for {}",
-                    kind.as_str()
-                ),
-                Some(url) => {
-                    let parsed = reqwest::Url::parse(url)
-                        .with_context(|| format!("models: {name:?}: base_url {url:?}"))?;
-                    if !matches!(parsed.scheme(), "http" | "https") {
-                        bail!("models: {name:?}: base_url must be http or https");
+            model.resolved_deployments()?;
+        }
+        for model in &self.models {
+            let name = &model.name;
+            let lists = [
+                ("fallbacks", &model.fallbacks),
+                ("context_window_fallbacks", &model.context_window_fallbacks),
+                ("content_policy_fallbacks", &model.content_policy_fallbacks),
+            ];
+            for (key, list) in lists {
+                for fallback in list.iter() {
+                    if fallback == name {
+                        bail!("models: {name:?}: {key} names the model itself");
+                    }
+                    let known = fallback == OFFLINE_MODEL_NAME && self.providers.offline_model
+                        || names.contains(fallback.as_str());
+                    if !known {
+                        bail!("models: {name:?}: {key} names {fallback:?}, which is not a model");
                     }
                 }
             }
@@ -409,10 +412,13 @@ impl Config {
         if self.providers.connect_timeout_secs == 0
             || self.providers.idle_timeout_secs == 0
             || self.providers.answer_timeout_secs == 0
+            || self.providers.first_event_timeout_secs == 0
+            || self.providers.fail_window_secs == 0
+            || self.providers.allowed_fails == 0
         {
             bail!(
-                "providers.connect_timeout_secs, providers.idle_timeout_secs and \
-                 providers.answer_timeout_secs must be positive"
+                "providers.connect_timeout_secs, idle_timeout_secs, answer_timeout_secs, \
+                 first_event_timeout_secs, fail_window_secs and allowed_fails must be positive"
             );
         }
         Ok(())

@@ -286,6 +286,7 @@ impl WorkspaceApi for WorkspaceImpl {
     }
 
     delegate!(fn system_outbox(query: QueryParams<workspace_api::system::OutboxQuery>) -> HttpResponseOk<workspace_api::system::OutboxPage> => system::outbox);
+    delegate!(fn system_model_deployments() -> HttpResponseOk<workspace_api::system::ModelDeploymentsList> => system::model_deployments);
     delegate!(fn readyz() -> HttpResponseOk<HealthStatus> => system::readyz);
     delegate!(fn auth_signup(body: JsonBody<SignupRequest>) -> HttpResponseCreated<SignupResponse> => auth::signup);
     delegate!(fn auth_login(body: JsonBody<LoginRequest>) -> HttpResponseOk<LoginResponse> => auth::login);

@@ -8,9 +8,11 @@
 //! - [`offline`]: the built-in development model, which answers without a
 //!   network so the server streams with zero configuration.
 //!
-//! [`registry::ModelRegistry`] holds the configured models; [`start`] opens
-//! an answer with retries (only while nothing of the answer has arrived) and
-//! an idle timeout on every later piece.
+//! [`registry::ModelRegistry`] holds the configured models, each a
+//! [`router::RoutedModel`] over its deployments; [`start`] opens an answer
+//! with retries (only while nothing of the answer has arrived), failover
+//! to other deployments and fallback models (also in the middle of an
+//! answer), and an idle timeout on every later piece.
 //!
 //! Error messages of this module are safe to log: they never contain an API
 //! key (provider error bodies are scrubbed of the key and truncated). What a
@@ -20,6 +22,7 @@ pub mod anthropic;
 pub mod offline;
 pub mod openai;
 pub mod registry;
+pub mod router;
 mod sse;
 
 pub use registry::{ModelEntry, ModelRegistry, RetryPolicy};
@@ -219,6 +222,12 @@ pub struct ChatRequest {
     /// as events; [`start`] waits for it up to the policy's
     /// `answer_timeout` instead of the idle timeout.
     pub whole: bool,
+    /// The last message is the assistant's partial answer, to be
+    /// continued rather than answered (a failover inside a stream: see
+    /// [`router`]). Anthropic continues a final assistant message by
+    /// itself; an OpenAI-compatible server is sent vLLM's
+    /// `continue_final_message: true` and `add_generation_prompt: false`.
+    pub continue_final: bool,
 }
 
 /// One piece of a streamed answer.
@@ -238,6 +247,10 @@ pub enum ChatEvent {
     ToolCall(ToolCall),
     /// Token usage (usually once, near the end).
     Usage(Usage),
+    /// Which model and deployment answer from here on, and why (a routed
+    /// model's first event, and again at each failover). With `restart`,
+    /// the events before it are void: the answer starts over.
+    Route(Box<router::Route>),
     /// The answer is complete.
     Finish(FinishReason),
 }
@@ -258,6 +271,17 @@ pub trait ChatModel: Send + Sync {
     fn describe(&self) -> (&str, &str) {
         ("unknown", "unknown")
     }
+
+    /// Starts an answer (see [`start`]): by default this one upstream,
+    /// retried as [`start_single`] does; a routed model overrides it.
+    async fn start(
+        &self,
+        request: &ChatRequest,
+        policy: &RetryPolicy,
+        log: &slog::Logger,
+    ) -> Result<ChatStream, ProviderError> {
+        start_single(self, request, policy, log).await
+    }
 }
 
 /// What went wrong with a provider.
@@ -277,6 +301,9 @@ pub enum ProviderErrorKind {
     Malformed,
     /// The answer broke off (connection dropped, stream ended early).
     Interrupted,
+    /// Every deployment of a routed model and of its fallbacks failed or
+    /// is cooling down (`retry_after`: when one may answer again).
+    NoneAvailable,
 }
 
 /// A provider failure. `detail` is for the log (scrubbed of keys).
@@ -321,6 +348,7 @@ impl ProviderError {
             ProviderErrorKind::Malformed | ProviderErrorKind::Interrupted => {
                 "provider_stream_interrupted"
             }
+            ProviderErrorKind::NoneAvailable => "providers_unavailable",
         }
     }
 
@@ -339,6 +367,9 @@ impl ProviderError {
             ProviderErrorKind::Timeout => "the model provider stopped answering",
             ProviderErrorKind::Malformed | ProviderErrorKind::Interrupted => {
                 "the model provider's answer broke off"
+            }
+            ProviderErrorKind::NoneAvailable => {
+                "every deployment of the model and of its fallbacks is unavailable; try again later"
             }
         }
     }
@@ -389,9 +420,19 @@ pub(crate) async fn error_from_response(
         .await
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default();
-    // Both OpenAI and Anthropic put a message at `error.message`.
-    let message = serde_json::from_str::<serde_json::Value>(&body)
-        .ok()
+    // Both OpenAI and Anthropic put a message at `error.message`; OpenAI
+    // a code at `error.code` (`context_length_exceeded`,
+    // `content_policy_violation`), Anthropic a type at `error.type`: kept
+    // in the detail, which the router reads.
+    let parsed = serde_json::from_str::<serde_json::Value>(&body).ok();
+    let code = parsed.as_ref().and_then(|v| {
+        ["/error/code", "/error/type"]
+            .iter()
+            .find_map(|p| v.pointer(p).and_then(|c| c.as_str()))
+            .map(str::to_string)
+    });
+    let message = parsed
+        .as_ref()
         .and_then(|v| {
             v.pointer("/error/message")
                 .and_then(|m| m.as_str())
@@ -404,9 +445,12 @@ pub(crate) async fn error_from_response(
         500..=599 => ProviderErrorKind::Server(status),
         _ => ProviderErrorKind::Rejected(status),
     };
+    let code = code
+        .map(|c| format!(" ({})", scrub(&c, secret)))
+        .unwrap_or_default();
     ProviderError {
         kind,
-        detail: format!("HTTP {status}: {}", scrub(&message, secret)),
+        detail: format!("HTTP {status}{code}: {}", scrub(&message, secret)),
         retry_after,
     }
 }
@@ -447,6 +491,7 @@ pub async fn ask(
         while let Some(item) = stream.next().await {
             match item {
                 Ok(ChatEvent::Text(t)) => text.push_str(&t),
+                Ok(ChatEvent::Route(route)) if route.restart => text.clear(),
                 Ok(_) => {}
                 Err(_) => return None,
             }
@@ -456,19 +501,65 @@ pub async fn ask(
     tokio::time::timeout(budget, asked).await.ok().flatten()
 }
 
-/// Starts an answer from `model`, retrying while it is safe: a failure of
-/// the request itself or of the stream before its first event (nothing was
-/// passed on yet) is retried up to `policy.max_retries` times with
-/// exponential backoff (or the provider's `Retry-After`, at most 10 s).
-/// Every later event must arrive within `policy.idle_timeout`, else the
-/// stream ends with a [`ProviderErrorKind::Timeout`] error. An answer asked
-/// for in one piece ([`ChatRequest::whole`]) may take
-/// `policy.answer_timeout` to arrive.
+/// Starts an answer from `model` ([`ChatModel::start`]): a routed model
+/// ([`router::RoutedModel`]) goes through its deployments and fallbacks;
+/// any other, as [`start_single`].
 pub async fn start(
     model: &dyn ChatModel,
     request: &ChatRequest,
     policy: &RetryPolicy,
     log: &slog::Logger,
+) -> Result<ChatStream, ProviderError> {
+    model.start(request, policy, log).await
+}
+
+/// Starts an answer from one upstream, retrying while it is safe: a
+/// failure of the request itself or of the stream before its first event
+/// (nothing was passed on yet) is retried up to `policy.max_retries` times
+/// with jittered exponential backoff (or the provider's `Retry-After`, at
+/// most 10 s). Every later event must arrive within `policy.idle_timeout`,
+/// else the stream ends with a [`ProviderErrorKind::Timeout`] error. An
+/// answer asked for in one piece ([`ChatRequest::whole`]) may take
+/// `policy.answer_timeout` to arrive.
+pub async fn start_single<M: ChatModel + ?Sized>(
+    model: &M,
+    request: &ChatRequest,
+    policy: &RetryPolicy,
+    log: &slog::Logger,
+) -> Result<ChatStream, ProviderError> {
+    let mut attempts = 0u32;
+    loop {
+        let error = match attempt(model, request, policy, policy.idle_timeout).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => error,
+        };
+        if !error.retryable() || attempts >= policy.max_retries {
+            slog::warn!(log, "model provider failed"; "error" => %error, "attempts" => attempts + 1);
+            return Err(error);
+        }
+        let backoff = error
+            .retry_after
+            .map(|d| d.min(Duration::from_secs(10)))
+            .unwrap_or_else(|| {
+                (policy.backoff * 2u32.saturating_pow(attempts)).mul_f64(rand::random_range(0.5..1.0))
+            });
+        slog::info!(log, "model provider failed; retrying";
+            "error" => %error, "attempt" => attempts + 1, "backoff_ms" => backoff.as_millis() as u64);
+        tokio::time::sleep(backoff).await;
+        attempts += 1;
+    }
+}
+
+/// One try of one upstream: resolves once the answer's first event
+/// arrived (the response within `first_event`, then its first piece within
+/// `first_event` again; an answer asked for in one piece within
+/// `policy.answer_timeout`), with the stream (that event first, every
+/// later one within the idle timeout) traced as a model call.
+pub(crate) async fn attempt<M: ChatModel + ?Sized>(
+    model: &M,
+    request: &ChatRequest,
+    policy: &RetryPolicy,
+    first_event: Duration,
 ) -> Result<ChatStream, ProviderError> {
     let (provider, model_name) = model.describe();
     // The call's span (while tracing is on): current while the provider is
@@ -476,74 +567,60 @@ pub async fn start(
     // stream.
     let mut span = crate::telemetry::model_call(provider, model_name);
     let started = std::time::Instant::now();
-    let mut attempt = 0u32;
     let first_wait = if request.whole {
         policy.answer_timeout
     } else {
-        policy.idle_timeout
+        first_event
     };
-    loop {
-        let asked = tokio::time::timeout(first_wait, model.stream(request));
-        let asked = match &span {
-            Some(span) => span.run(asked).await,
-            None => asked.await,
-        };
-        let error = match asked {
-            Err(_) => ProviderError::new(
-                ProviderErrorKind::Timeout,
-                if request.whole {
-                    "no answer within the answer timeout"
-                } else {
-                    "no response headers within the idle timeout"
-                },
-            ),
-            Ok(Err(e)) => e,
-            Ok(Ok(mut stream)) => {
-                match tokio::time::timeout(policy.idle_timeout, stream.next()).await {
-                    Err(_) => ProviderError::new(
-                        ProviderErrorKind::Timeout,
-                        "no data within the idle timeout",
-                    ),
-                    Ok(Some(Err(e))) => e,
-                    Ok(None) => ProviderError::new(
-                        ProviderErrorKind::Interrupted,
-                        "the answer ended before it began",
-                    ),
-                    Ok(Some(Ok(first))) => {
-                        let rest = with_idle_timeout(stream, policy.idle_timeout);
-                        let stream = futures::stream::once(async move { Ok(first) })
-                            .chain(rest)
-                            .boxed();
-                        return Ok(match span.take() {
-                            Some(mut span) => {
-                                span.set(opentelemetry::KeyValue::new(
-                                    "gen_ai.response.time_to_first_token",
-                                    started.elapsed().as_secs_f64(),
-                                ));
-                                traced(stream, span)
-                            }
-                            None => stream,
-                        });
-                    }
+    let asked = tokio::time::timeout(first_wait, model.stream(request));
+    let asked = match &span {
+        Some(span) => span.run(asked).await,
+        None => asked.await,
+    };
+    let error = match asked {
+        Err(_) => ProviderError::new(
+            ProviderErrorKind::Timeout,
+            if request.whole {
+                "no answer within the answer timeout"
+            } else {
+                "no response headers within the first-event timeout"
+            },
+        ),
+        Ok(Err(e)) => e,
+        Ok(Ok(mut stream)) => {
+            match tokio::time::timeout(first_wait, stream.next()).await {
+                Err(_) => ProviderError::new(
+                    ProviderErrorKind::Timeout,
+                    "no data within the first-event timeout",
+                ),
+                Ok(Some(Err(e))) => e,
+                Ok(None) => ProviderError::new(
+                    ProviderErrorKind::Interrupted,
+                    "the answer ended before it began",
+                ),
+                Ok(Some(Ok(first))) => {
+                    let rest = with_idle_timeout(stream, policy.idle_timeout);
+                    let stream = futures::stream::once(async move { Ok(first) })
+                        .chain(rest)
+                        .boxed();
+                    return Ok(match span.take() {
+                        Some(mut span) => {
+                            span.set(opentelemetry::KeyValue::new(
+                                "gen_ai.response.time_to_first_token",
+                                started.elapsed().as_secs_f64(),
+                            ));
+                            traced(stream, span)
+                        }
+                        None => stream,
+                    });
                 }
             }
-        };
-        if !error.retryable() || attempt >= policy.max_retries {
-            slog::warn!(log, "model provider failed"; "error" => %error, "attempts" => attempt + 1);
-            if let Some(span) = span.as_mut() {
-                span.fail(error.to_string());
-            }
-            return Err(error);
         }
-        let backoff = error
-            .retry_after
-            .map(|d| d.min(Duration::from_secs(10)))
-            .unwrap_or_else(|| policy.backoff * 2u32.saturating_pow(attempt));
-        slog::info!(log, "model provider failed; retrying";
-            "error" => %error, "attempt" => attempt + 1, "backoff_ms" => backoff.as_millis() as u64);
-        tokio::time::sleep(backoff).await;
-        attempt += 1;
+    };
+    if let Some(span) = span.as_mut() {
+        span.fail(error.to_string());
     }
+    Err(error)
 }
 
 /// `stream` with its model call's span: the tokens of its usage and its

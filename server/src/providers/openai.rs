@@ -144,6 +144,12 @@ impl OpenAiClient {
             };
             body[field] = json!(max);
         }
+        if request.continue_final {
+            // vLLM's (and SGLang's) way to continue the final assistant
+            // message instead of answering it.
+            body["continue_final_message"] = json!(true);
+            body["add_generation_prompt"] = json!(false);
+        }
         if let Some(Reasoning::Effort(effort)) = request.reasoning {
             body["reasoning_effort"] = json!(effort.as_str());
         }

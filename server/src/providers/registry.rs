@@ -4,9 +4,11 @@ use super::ChatModel;
 use super::anthropic::AnthropicClient;
 use super::offline::OfflineModel;
 use super::openai::OpenAiClient;
+use super::router::{Deployment, RoutedModel, RouterContext};
 use crate::config::capabilities::{self, Capabilities};
 use crate::config::{Config, DEFAULT_CONTEXT_TOKENS, OFFLINE_MODEL_NAME, ProviderKind};
 use anyhow::{Context, Result};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -33,7 +35,10 @@ pub struct ModelSpec {
     pub context_tokens: u32,
     /// What it takes and gives (see `config::capabilities`).
     pub capabilities: Capabilities,
-    pub chat: Arc<dyn ChatModel>,
+    /// Where it is served (at least one).
+    pub deployments: Vec<Arc<Deployment>>,
+    /// `fallbacks`, `context_window_fallbacks`, `content_policy_fallbacks`.
+    pub fallbacks: [Vec<String>; 3],
 }
 
 /// A model the server offers.
@@ -47,7 +52,10 @@ pub struct ModelEntry {
     pub context_tokens: u32,
     /// What it takes and gives (see `config::capabilities`).
     pub capabilities: Arc<Capabilities>,
+    /// The model as callers use it: [`Self::routed`], routing among its
+    /// deployments and fallbacks.
     pub chat: Arc<dyn ChatModel>,
+    pub routed: Arc<RoutedModel>,
 }
 
 /// The models this server offers, sorted by name.
@@ -73,71 +81,127 @@ pub fn configured_models(config: &Config) -> Result<Vec<ModelSpec>> {
     let http = http_client(config)?;
     let mut specs = Vec::new();
     if config.providers.offline_model {
+        let client = Arc::new(OfflineModel {
+            chunk_delay: Duration::from_millis(config.providers.offline_chunk_delay_ms),
+        });
         specs.push(ModelSpec {
             name: OFFLINE_MODEL_NAME.to_string(),
             provider: "offline".to_string(),
             max_tokens: None,
             context_tokens: DEFAULT_CONTEXT_TOKENS,
             capabilities: capabilities::offline(),
-            chat: Arc::new(OfflineModel {
-                chunk_delay: Duration::from_millis(config.providers.offline_chunk_delay_ms),
-            }),
+            deployments: vec![Arc::new(Deployment {
+                name: "default".into(),
+                provider: "offline".into(),
+                weight: 1,
+                rpm: None,
+                tpm: None,
+                prefill: false,
+                fingerprint: String::new(),
+                key_id: String::new(),
+                client,
+            })],
+            fallbacks: Default::default(),
         });
     }
     for model in &config.models {
-        let kind = model
-            .provider_kind()
-            .with_context(|| format!("model {:?} has no provider", model.name))?;
-        let base_url = model
-            .base_url
-            .as_deref()
-            .or(kind.default_base_url())
-            .with_context(|| format!("model {:?} has no base_url", model.name))?;
-        let upstream = model
-            .upstream_model
-            .clone()
-            .unwrap_or_else(|| model.name.clone());
-        let key = model.api_key.clone();
-        let chat: Arc<dyn ChatModel> = match kind {
-            ProviderKind::Anthropic => {
-                Arc::new(AnthropicClient::new(http.clone(), base_url, key, upstream))
+        let mut deployments = Vec::new();
+        for d in model.resolved_deployments()? {
+            let key = d.api_key.clone();
+            let upstream = d.upstream_model.clone();
+            let base_url = d.base_url.as_str();
+            let client: Arc<dyn ChatModel> = match d.kind {
+                ProviderKind::Anthropic => {
+                    Arc::new(AnthropicClient::new(http.clone(), base_url, key, upstream))
+                }
+                ProviderKind::Openai => Arc::new(
+                    OpenAiClient::new(http.clone(), base_url, key, upstream)
+                        .with_max_completion_tokens(),
+                ),
+                ProviderKind::Deepseek | ProviderKind::Gemini | ProviderKind::OpenaiCompatible => {
+                    Arc::new(OpenAiClient::new(http.clone(), base_url, key, upstream))
+                }
+            };
+            let key_id = crate::config::ResolvedDeployment {
+                base_url: String::new(),
+                upstream_model: String::new(),
+                ..d.clone()
             }
-            ProviderKind::Openai => Arc::new(
-                OpenAiClient::new(http.clone(), base_url, key, upstream)
-                    .with_max_completion_tokens(),
-            ),
-            ProviderKind::Deepseek | ProviderKind::Gemini | ProviderKind::OpenaiCompatible => {
-                Arc::new(OpenAiClient::new(http.clone(), base_url, key, upstream))
-            }
-        };
+            .fingerprint();
+            deployments.push(Arc::new(Deployment {
+                fingerprint: d.fingerprint(),
+                key_id,
+                name: d.name,
+                provider: d.kind.as_str().to_string(),
+                weight: d.weight,
+                rpm: d.rpm,
+                tpm: d.tpm,
+                prefill: d.prefill,
+                client,
+            }));
+        }
+        let provider = deployments
+            .first()
+            .map(|d| d.provider.clone())
+            .with_context(|| format!("model {:?} has no deployment", model.name))?;
         specs.push(ModelSpec {
             name: model.name.clone(),
-            provider: kind.as_str().to_string(),
+            provider,
             max_tokens: model.max_tokens,
             context_tokens: model.context_tokens.unwrap_or(DEFAULT_CONTEXT_TOKENS),
             capabilities: model.capabilities(),
-            chat,
+            deployments,
+            fallbacks: [
+                model.fallbacks.clone(),
+                model.context_window_fallbacks.clone(),
+                model.content_policy_fallbacks.clone(),
+            ],
         });
     }
     Ok(specs)
 }
 
 impl ModelRegistry {
-    /// `ids[i]` is the stored id of `specs[i]`.
-    pub fn new(specs: Vec<ModelSpec>, ids: Vec<Uuid>, retry: RetryPolicy) -> ModelRegistry {
+    /// `ids[i]` is the stored id of `specs[i]`. With a `router` context,
+    /// models with several deployments or fallbacks route their answers
+    /// (see [`super::router`]); without one (tests of the clients), each
+    /// model answers from its first deployment.
+    pub fn new(
+        specs: Vec<ModelSpec>,
+        ids: Vec<Uuid>,
+        retry: RetryPolicy,
+        router: Option<Arc<RouterContext>>,
+    ) -> ModelRegistry {
         let mut entries: Vec<ModelEntry> = specs
             .into_iter()
             .zip(ids)
-            .map(|(s, id)| ModelEntry {
-                id,
-                name: s.name,
-                provider: s.provider,
-                max_tokens: s.max_tokens,
-                context_tokens: s.context_tokens,
-                capabilities: Arc::new(s.capabilities),
-                chat: s.chat,
+            .map(|(s, id)| {
+                let routed = Arc::new(RoutedModel::new(
+                    s.name.clone(),
+                    s.deployments,
+                    s.fallbacks,
+                    &s.capabilities,
+                    router.clone(),
+                ));
+                ModelEntry {
+                    id,
+                    name: s.name,
+                    provider: s.provider,
+                    max_tokens: s.max_tokens,
+                    context_tokens: s.context_tokens,
+                    capabilities: Arc::new(s.capabilities),
+                    chat: routed.clone(),
+                    routed,
+                }
             })
             .collect();
+        let by_name: HashMap<String, Arc<RoutedModel>> = entries
+            .iter()
+            .map(|e| (e.name.clone(), e.routed.clone()))
+            .collect();
+        for entry in &entries {
+            entry.routed.link(&by_name);
+        }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         ModelRegistry { entries, retry }
     }

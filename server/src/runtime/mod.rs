@@ -65,6 +65,10 @@ pub enum RuntimeEvent {
     /// Usage of one model step (boxed: once a step, and it would make
     /// every event larger).
     Usage(Box<Usage>),
+    /// Which model and deployment answer from here on (a routed model:
+    /// first, and at each failover); with `restart`, the text and
+    /// reasoning passed on before are void.
+    Route(Box<providers::router::Route>),
     /// The model answered.
     End,
     /// The run failed (the model provider, or the step limit).
@@ -189,6 +193,7 @@ async fn run_loop(mut spec: RunSpec, tx: mpsc::Sender<RuntimeEvent>) {
             temperature: spec.temperature,
             reasoning: spec.reasoning,
             whole: spec.whole,
+            continue_final: false,
         });
         // Boxed: starting (with its retries and timeouts) is a step's
         // first moments, and its state need not be part of the run's for
@@ -354,6 +359,14 @@ async fn read_step(
                 let _ = tx.send(RuntimeEvent::Usage(Box::new(u))).await;
             }
             Ok(ChatEvent::Finish(_)) => {}
+            Ok(ChatEvent::Route(route)) => {
+                if route.restart {
+                    step.text.clear();
+                    step.calls.clear();
+                    step.reasoning.clear();
+                }
+                tx.send(RuntimeEvent::Route(route)).await.ok()?;
+            }
             Err(e) => {
                 if let Some(m) = metered.take() {
                     m.finish(e.error_code());

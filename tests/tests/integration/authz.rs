@@ -206,6 +206,10 @@ fn operation(id: &str, f: &Fixture) -> Option<(Scope, Call)> {
             Scope::SystemAdmin,
             call(M::GET, "/api/system/outbox", vec![], None),
         ),
+        "system_model_deployments" => (
+            Scope::SystemAdmin,
+            call(M::GET, "/api/system/model-deployments", vec![], None),
+        ),
         "roles_create_permission" => (
             Scope::SystemAdmin,
             call(

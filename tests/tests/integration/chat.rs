@@ -591,6 +591,10 @@ async fn the_daily_limit_and_provider_failures() {
             input: None,
             reasoning: None,
             max_output_tokens: None,
+            deployments: Vec::new(),
+            fallbacks: Vec::new(),
+            context_window_fallbacks: Vec::new(),
+            content_policy_fallbacks: Vec::new(),
         });
     })
     .await;
@@ -1403,6 +1407,10 @@ async fn send_message_time_to_first_token_overhead() {
             input: None,
             reasoning: None,
             max_output_tokens: None,
+            deployments: Vec::new(),
+            fallbacks: Vec::new(),
+            context_window_fallbacks: Vec::new(),
+            content_policy_fallbacks: Vec::new(),
         });
     })
     .await;

@@ -405,6 +405,10 @@ async fn the_snapshot_holds_no_prompt_data_nor_ids() {
             input: None,
             reasoning: None,
             max_output_tokens: None,
+            deployments: Vec::new(),
+            fallbacks: Vec::new(),
+            context_window_fallbacks: Vec::new(),
+            content_policy_fallbacks: Vec::new(),
         });
     })
     .await;

@@ -33,6 +33,10 @@ fn configure(fake_url: String) -> impl FnOnce(&mut Config) + Clone {
                 input: None,
                 reasoning: None,
                 max_output_tokens: None,
+                deployments: Vec::new(),
+                fallbacks: Vec::new(),
+                context_window_fallbacks: Vec::new(),
+                content_policy_fallbacks: Vec::new(),
             },
         );
     }

@@ -36,6 +36,10 @@ fn add_model(config: &mut Config, name: &str, kind: ProviderKind, base_url: Stri
         input: None,
         reasoning: None,
         max_output_tokens: None,
+        deployments: Vec::new(),
+        fallbacks: Vec::new(),
+        context_window_fallbacks: Vec::new(),
+        content_policy_fallbacks: Vec::new(),
     });
 }
 

@@ -70,6 +70,10 @@ fn configure(fake_url: String, max_tokens: Option<u32>) -> impl FnOnce(&mut Conf
             input: None,
             reasoning: None,
             max_output_tokens: None,
+            deployments: Vec::new(),
+            fallbacks: Vec::new(),
+            context_window_fallbacks: Vec::new(),
+            content_policy_fallbacks: Vec::new(),
         });
     }
 }

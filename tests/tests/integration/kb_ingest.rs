@@ -95,6 +95,10 @@ async fn documents_are_ingested_found_and_cited() {
             input: None,
             reasoning: None,
             max_output_tokens: None,
+            deployments: Vec::new(),
+            fallbacks: Vec::new(),
+            context_window_fallbacks: Vec::new(),
+            content_policy_fallbacks: Vec::new(),
         });
     })
     .await;

@@ -1493,6 +1493,10 @@ async fn mcp_discovery_asks_a_configured_model_first() {
             input: None,
             reasoning: None,
             max_output_tokens: None,
+            deployments: Vec::new(),
+            fallbacks: Vec::new(),
+            context_window_fallbacks: Vec::new(),
+            content_policy_fallbacks: Vec::new(),
         });
     })
     .await;

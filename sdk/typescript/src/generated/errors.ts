@@ -242,7 +242,7 @@ export interface OperationErrors {
     409: "agent_not_active";
     429: "daily_chat_limit_exceeded" | "budget_exceeded";
     500: "internal_error";
-    503: "database_unavailable" | "server_busy";
+    503: "providers_unavailable" | "database_unavailable" | "server_busy";
   };
   chat_export: {
     400: "invalid_request";
@@ -350,7 +350,7 @@ export interface OperationErrors {
     403: "forbidden" | "budget_exceeded" | "insufficient_scope" | "sso_required";
     408: "request_timeout";
     500: "internal_error";
-    503: "database_unavailable" | "server_busy";
+    503: "providers_unavailable" | "database_unavailable" | "server_busy";
   };
   chat_regenerate: {
     400: "invalid_request" | "invalid_message" | "invalid_settings" | "model_unavailable" | "model_modality_unsupported" | "model_lacks_input" | "image_too_large" | "image_unreadable" | "image_unsupported" | "not_an_answer";
@@ -361,7 +361,7 @@ export interface OperationErrors {
     409: "agent_not_active";
     429: "daily_chat_limit_exceeded" | "budget_exceeded";
     500: "internal_error";
-    503: "database_unavailable" | "server_busy";
+    503: "providers_unavailable" | "database_unavailable" | "server_busy";
   };
   chat_search: {
     400: "invalid_request" | "invalid_query" | "invalid_pagination" | "invalid_cursor";
@@ -379,7 +379,7 @@ export interface OperationErrors {
     409: "agent_not_active";
     429: "daily_chat_limit_exceeded" | "budget_exceeded";
     500: "internal_error";
-    503: "database_unavailable" | "server_busy";
+    503: "providers_unavailable" | "database_unavailable" | "server_busy";
   };
   chat_share_create: {
     400: "invalid_request";
@@ -559,7 +559,7 @@ export interface OperationErrors {
     408: "request_timeout";
     429: "daily_chat_limit_exceeded" | "budget_exceeded";
     500: "internal_error";
-    503: "database_unavailable" | "server_busy";
+    503: "providers_unavailable" | "database_unavailable" | "server_busy";
   };
   deployments_chat_completions: {
     400: "invalid_request" | "invalid_messages" | "decimal_above_max_value" | "decimal_below_min_value" | "integer_below_min_value";
@@ -568,7 +568,7 @@ export interface OperationErrors {
     408: "request_timeout";
     429: "rate_limited" | "budget_exceeded";
     500: "internal_error";
-    502: "provider_unavailable" | "provider_rate_limited" | "provider_rejected" | "provider_timeout" | "provider_stream_interrupted" | "agent_step_limit";
+    502: "provider_unavailable" | "providers_unavailable" | "provider_rate_limited" | "provider_rejected" | "provider_timeout" | "provider_stream_interrupted" | "agent_step_limit";
     503: "agent_unavailable" | "database_unavailable" | "server_busy";
   };
   deployments_chat_completions_preflight: {
@@ -772,7 +772,7 @@ export interface OperationErrors {
     404: "not_found";
     408: "request_timeout";
     500: "internal_error";
-    503: "embedder_unavailable" | "provider_unavailable" | "provider_rate_limited" | "provider_rejected" | "provider_timeout" | "provider_stream_interrupted" | "database_unavailable" | "server_busy";
+    503: "embedder_unavailable" | "provider_unavailable" | "providers_unavailable" | "provider_rate_limited" | "provider_rejected" | "provider_timeout" | "provider_stream_interrupted" | "database_unavailable" | "server_busy";
   };
   kb_retry_document: {
     400: "invalid_request";
@@ -1324,6 +1324,12 @@ export interface OperationErrors {
   };
   scim_users_replace: {
     408: "request_timeout";
+  };
+  system_model_deployments: {
+    401: "unauthenticated" | "invalid_token" | "token_expired" | "session_revoked";
+    403: "forbidden" | "insufficient_scope" | "sso_required" | "token_not_allowed";
+    500: "internal_error";
+    503: "database_unavailable" | "server_busy";
   };
   system_outbox: {
     400: "invalid_request" | "invalid_pagination";

@@ -3040,6 +3040,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/system/model-deployments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the model deployments and their health.
+         * @description System administrators only (`auth.system_admins` / `WORKSPACE_SYSTEM_ADMINS`, `403 forbidden` otherwise), with a login (a personal access token gets `403 token_not_allowed`). An addition (0.10.0): every model offered, its fallbacks, and each of its deployments (upstreams: keys, regions, providers) with its weight, limits and state as every instance shares it: `healthy`, `cooling_down` (after repeated failures, a `429`, a `529` or refused connections; one request probes it when the cooldown ends) or `disabled` (its provider refused its key with `401`/`403`, also recorded in the audit log as `model_deployment.disable`; nothing is sent to it until its configuration changes). Neither keys nor URLs are shown.
+         */
+        get: operations["system_model_deployments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/system/outbox": {
         parameters: {
             query?: never;
@@ -4340,7 +4360,7 @@ export interface components {
             feedback: components["schemas"]["MessageFeedback"] | null;
             /** Format: uuid */
             id: string;
-            /** @description `knowledge_base_ids`, `upload_ids`; on answers also `usage` and, when failed, `error_code`. */
+            /** @description `knowledge_base_ids`, `upload_ids`; on answers also `usage`, when failed `error_code`, and when the model has several deployments or fallbacks `route` (0.10.0): which model and deployment produced which part of the content (see `AnswerRoute`). */
             metadata: unknown;
             /**
              * Format: uuid
@@ -4857,6 +4877,8 @@ export interface components {
              */
             rate_limit_per_minute?: number | null;
         };
+        /** @description What a deployment is now. */
+        DeploymentState: "healthy" | "cooling_down" | "disabled";
         /** @description Whether a deployment accepts requests. */
         DeploymentStatus: "active" | "paused";
         /** @description Body of `PUT /api/agent_deploy/update`: every field optional. */
@@ -5708,6 +5730,82 @@ export interface components {
             provider: string;
             /** @description How the model reasons, which decides the settings it takes: `effort` (`settings.reasoning_effort`), `budget` (`settings.reasoning_budget_tokens`), `always` (it reasons on every answer and takes neither), `none`. Reasoning streams as `reasoning` events, apart from the answer's `content`. */
             reasoning: components["schemas"]["ReasoningMode"];
+        };
+        /** @description One deployment of a model: its configuration (never its key or URL) and its shared health. */
+        ModelDeploymentStatus: {
+            /**
+             * Format: double
+             * @description Seconds until its cooldown ends (`null` unless cooling down).
+             */
+            cooldown_remaining_secs: number | null;
+            /**
+             * Format: int64
+             * @description Cooldowns since the database was created.
+             */
+            cooldowns: number;
+            /**
+             * Format: uint16
+             * @description The status that disabled it (`401` or `403`; `null` unless disabled).
+             */
+            disabled_status: number | null;
+            /** @description The class of its last failure (`rate_limited`, `overloaded`, `server`, `connect`, `timeout`, `interrupted`, `auth`, …; `null` when it never failed). */
+            last_error_class: string | null;
+            /**
+             * Format: double
+             * @description Seconds since its last failure (`null` when it never failed).
+             */
+            last_error_secs_ago: number | null;
+            /**
+             * Format: int32
+             * @description Requests and tokens counted in the current minute, every instance together (for `rpm`/`tpm`).
+             */
+            minute_requests: number;
+            /** Format: int64 */
+            minute_tokens: number;
+            name: string;
+            /** @description Whether a broken answer continues here from its partial text. */
+            prefill: boolean;
+            /** @description `openai`, `anthropic`, `deepseek`, `gemini`, `openai_compatible` or `offline`. */
+            provider: string;
+            /**
+             * Format: int32
+             * @description Failures in the current window (`providers.fail_window_secs`).
+             */
+            recent_failures: number;
+            /**
+             * Format: uint32
+             * @description Requests a minute it may be sent (`null`: no limit).
+             */
+            rpm: number | null;
+            state: components["schemas"]["DeploymentState"];
+            /**
+             * Format: uint32
+             * @description Tokens a minute it may be sent (`null`: no limit).
+             */
+            tpm: number | null;
+            /** Format: uint32 */
+            weight: number;
+        };
+        /** @description One model and where it is served. */
+        ModelDeployments: {
+            /** @description Models tried when the provider refuses the content. */
+            content_policy_fallbacks: string[];
+            /** @description Models tried when a request does not fit the context window. */
+            context_window_fallbacks: string[];
+            /** @description In the configuration's order. */
+            deployments: components["schemas"]["ModelDeploymentStatus"][];
+            /** @description Models tried in order when every deployment failed. */
+            fallbacks: string[];
+            model: string;
+            /** Format: uuid */
+            model_id: string;
+            /** @description Whether answers are routed (several deployments or some fallback): a model with one deployment and no fallback is never cooled down. */
+            routed: boolean;
+        };
+        /** @description Response of `GET /api/system/model-deployments`: every model offered, with its deployments' health as every instance sees it (0.10.0). */
+        ModelDeploymentsList: {
+            /** @description Sorted by model name. */
+            models: components["schemas"]["ModelDeployments"][];
         };
         /**
          * @description What a model takes as input.
@@ -7137,9 +7235,9 @@ export interface components {
         /**
          * @description One Server-Sent Event of `POST /api/conversation/stream_chat` and `GET /api/conversation/stream`, sent as an `id: N` line (the event's number, from 1, for `Last-Event-ID`), a `data: <json>` line and a blank line.
          *
-         *     The set of event types is open: a minor version may add one (0.9.0 added `reasoning`), so a client skips an event whose `type` it does not know.
+         *     The set of event types is open: a minor version may add one (0.9.0 added `reasoning`, 0.10.0 `route` and `restart`), so a client skips an event whose `type` it does not know.
          */
-        ConversationStreamEvent: components["schemas"]["ConversationStreamEventStart"] | components["schemas"]["ConversationStreamEventContent"] | components["schemas"]["ConversationStreamEventReasoning"] | components["schemas"]["ConversationStreamEventEnd"] | components["schemas"]["ConversationStreamEventError"];
+        ConversationStreamEvent: components["schemas"]["ConversationStreamEventStart"] | components["schemas"]["ConversationStreamEventContent"] | components["schemas"]["ConversationStreamEventReasoning"] | components["schemas"]["ConversationStreamEventRoute"] | components["schemas"]["ConversationStreamEventRestart"] | components["schemas"]["ConversationStreamEventEnd"] | components["schemas"]["ConversationStreamEventError"];
         /** @description A chat completion (`object` is `chat.completion`). */
         ChatCompletion: {
             choices: components["schemas"]["CompletionChoice"][];
@@ -7265,6 +7363,27 @@ export interface components {
              */
             type: "reasoning";
         };
+        /** @description Which model and deployment answer from here on, and why (an addition, 0.10.0): as the chat stream's `route`. */
+        ConversationStreamEventRoute: {
+            deployment: string;
+            model: string;
+            /** @description `first`, `failover`, `fallback`, `context_window_fallback` or `content_policy_fallback`. */
+            reason: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "route";
+        };
+        /** @description The answer starts over (an addition, 0.10.0): drop the content and reasoning received so far, as the chat stream's `restart`. */
+        ConversationStreamEventRestart: {
+            reason: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "restart";
+        };
         /** @description The answer is stored: complete, or `cancelled` when it was stopped (`POST /api/conversation/stop`). */
         ConversationStreamEventEnd: {
             /**
@@ -7304,9 +7423,9 @@ export interface components {
         /**
          * @description One Server-Sent Event of the chat streams (`send_message`, `stream`, `prompt`), sent as `id: N` (send_message and stream only) and `data: <json>` followed by a blank line.
          *
-         *     The set of event types is open: a minor version may add one (0.9.0 added `reasoning`), so a client skips an event whose `type` it does not know.
+         *     The set of event types is open: a minor version may add one (0.9.0 added `reasoning`, 0.10.0 `route` and `restart`), so a client skips an event whose `type` it does not know.
          */
-        ChatStreamEvent: components["schemas"]["ChatStreamEventStart"] | components["schemas"]["ChatStreamEventSources"] | components["schemas"]["ChatStreamEventContent"] | components["schemas"]["ChatStreamEventReasoning"] | components["schemas"]["ChatStreamEventToolStarted"] | components["schemas"]["ChatStreamEventToolFinished"] | components["schemas"]["ChatStreamEventTitle"] | components["schemas"]["ChatStreamEventUsage"] | components["schemas"]["ChatStreamEventEnd"] | components["schemas"]["ChatStreamEventError"];
+        ChatStreamEvent: components["schemas"]["ChatStreamEventStart"] | components["schemas"]["ChatStreamEventSources"] | components["schemas"]["ChatStreamEventContent"] | components["schemas"]["ChatStreamEventReasoning"] | components["schemas"]["ChatStreamEventToolStarted"] | components["schemas"]["ChatStreamEventToolFinished"] | components["schemas"]["ChatStreamEventRoute"] | components["schemas"]["ChatStreamEventRestart"] | components["schemas"]["ChatStreamEventTitle"] | components["schemas"]["ChatStreamEventUsage"] | components["schemas"]["ChatStreamEventEnd"] | components["schemas"]["ChatStreamEventError"];
         /** @description The answer begins: its chat (new or given), the stored question's id and the answer's id (for `stream` and `stop`). */
         ChatStreamEventStart: {
             /** Format: uuid */
@@ -7372,6 +7491,29 @@ export interface components {
              * @enum {string}
              */
             type: "tool_finished";
+        };
+        /** @description Which model and deployment answer from here on, and why: sent before the first content when the model has several deployments or fallback models, and again whenever another one takes over (0.10.0). */
+        ChatStreamEventRoute: {
+            /** @description Its deployment, as the server's configuration names it. */
+            deployment: string;
+            /** @description The model answering (the one asked for, or a fallback). */
+            model: string;
+            /** @description `first`, `failover` (another deployment of the same model, after a failure), `fallback` (a fallback model, after every deployment failed), `context_window_fallback` or `content_policy_fallback`. */
+            reason: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "route";
+        };
+        /** @description The answer starts over (0.10.0): a deployment broke off and the one taking over cannot continue the partial text, so it answers from the beginning. Drop the content and reasoning received so far; what follows is the whole answer. Sent right after the `route` that explains it. An answer continued from its partial text has no `restart`: its content simply goes on. */
+        ChatStreamEventRestart: {
+            reason: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "restart";
         };
         /** @description The generated title of a new chat. */
         ChatStreamEventTitle: {
@@ -8604,7 +8746,7 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAiError"];
                 };
             };
-            /** @description The model provider failed. `error_code`: `provider_unavailable`, `provider_rate_limited`, `provider_rejected`, `provider_timeout`, `provider_stream_interrupted`, `agent_step_limit`. */
+            /** @description The model provider failed. `error_code`: `provider_unavailable`, `providers_unavailable`, `provider_rate_limited`, `provider_rejected`, `provider_timeout`, `provider_stream_interrupted`, `agent_step_limit`. */
             502: {
                 headers: {
                     "Server-Timing": components["headers"]["ServerTiming"];
@@ -11598,7 +11740,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            /** @description Service unavailable. `error_code`: `providers_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
@@ -12720,7 +12862,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            /** @description Service unavailable. `error_code`: `providers_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
@@ -12841,7 +12983,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            /** @description Service unavailable. `error_code`: `providers_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
@@ -13048,7 +13190,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            /** @description Service unavailable. `error_code`: `providers_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
@@ -14868,7 +15010,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            /** @description Service unavailable. `error_code`: `providers_unavailable`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
@@ -16368,7 +16510,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Service unavailable. `error_code`: `embedder_unavailable`, `provider_unavailable`, `provider_rate_limited`, `provider_rejected`, `provider_timeout`, `provider_stream_interrupted`, `database_unavailable`, `server_busy`. */
+            /** @description Service unavailable. `error_code`: `embedder_unavailable`, `provider_unavailable`, `providers_unavailable`, `provider_rate_limited`, `provider_rejected`, `provider_timeout`, `provider_stream_interrupted`, `database_unavailable`, `server_busy`. */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfterWhenBusy"];
@@ -22021,6 +22163,69 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal error. `error_code`: `internal_error`. */
+            500: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service unavailable. `error_code`: `database_unavailable`, `server_busy`. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenBusy"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    system_model_deployments: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description successful operation */
+            200: {
+                headers: {
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelDeploymentsList"];
+                };
+            };
+            /** @description Not authenticated. `error_code`: `unauthenticated`, `invalid_token`, `token_expired`, `session_revoked`. */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WwwAuthenticate"];
+                    "Server-Timing": components["headers"]["ServerTiming"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden. `error_code`: `forbidden`, `insufficient_scope`, `sso_required`, `token_not_allowed`. */
+            403: {
+                headers: {
                     "Server-Timing": components["headers"]["ServerTiming"];
                     [name: string]: unknown;
                 };

@@ -426,3 +426,22 @@ pub async fn bulk_delete(
         results,
     })
 }
+
+/// The chat stream's events for a change of route: `route`, and `restart`
+/// when the answer starts over.
+pub(crate) fn route_events(
+    route: &crate::providers::router::Route,
+) -> Vec<workspace_api::chat::ChatStreamEvent> {
+    use workspace_api::chat::ChatStreamEvent;
+    let mut events = vec![ChatStreamEvent::Route {
+        model: route.model.clone(),
+        deployment: route.deployment.clone(),
+        reason: route.reason.as_str().to_string(),
+    }];
+    if route.restart {
+        events.push(ChatStreamEvent::Restart {
+            reason: "the deployment answering broke off and the next one starts over".into(),
+        });
+    }
+    events
+}

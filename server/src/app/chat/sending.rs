@@ -346,6 +346,7 @@ async fn ask(
         Some(id) => Some(active_agent(cx, grant, id).await?),
     };
     let model = ask_model(cx, agent.as_ref(), body.model_id, body.inherited_model)?;
+    crate::app::models::check_available(&model).await?;
     // The uploads the model cannot take are refused before anything else.
     let uploads = match upload_ids.is_empty() {
         true => Vec::new(),
@@ -561,6 +562,10 @@ impl Area for ChatAnswer {
         ChatStreamEvent::Content { content: piece }
     }
 
+    fn route(&self, route: &crate::providers::router::Route) -> Option<Vec<ChatStreamEvent>> {
+        Some(super::route_events(route))
+    }
+
     fn reasoning(&self, piece: String) -> Option<ChatStreamEvent> {
         Some(ChatStreamEvent::Reasoning { content: piece })
     }
@@ -594,6 +599,7 @@ impl Area for ChatAnswer {
         &self,
         text: &str,
         reasoning: &str,
+        route: &[workspace_api::chat::AnswerRoute],
         usage: Option<crate::providers::Usage>,
         outcome: &Outcome,
     ) -> Result<(), Error> {
@@ -605,6 +611,7 @@ impl Area for ChatAnswer {
             id: self.answer_id,
             content: text,
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
+            route,
             status: stored_status(outcome),
             error_code: outcome.error_code(),
             input_tokens: i64::from(usage.input_tokens),
@@ -819,6 +826,7 @@ pub async fn prompt(
 ) -> Result<mpsc::Receiver<ChatStreamEvent>, Error> {
     check_message(&body.text, 10_000)?;
     let model = crate::app::models::pick(cx, body.model_id)?;
+    crate::app::models::check_available(&model).await?;
     let mut spec = RunSpec {
         model,
         retry: cx.models.retry.clone(),
@@ -856,6 +864,10 @@ impl Area for PromptAnswer {
 
     fn content(&self, piece: String) -> ChatStreamEvent {
         ChatStreamEvent::Content { content: piece }
+    }
+
+    fn route(&self, route: &crate::providers::router::Route) -> Option<Vec<ChatStreamEvent>> {
+        Some(super::route_events(route))
     }
 
     async fn close(

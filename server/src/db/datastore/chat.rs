@@ -316,6 +316,9 @@ pub struct FinishedAnswer<'a> {
     /// Of the output tokens, those spent reasoning.
     pub reasoning_tokens: i64,
     pub prompt_data: Option<Value>,
+    /// Which model and deployment produced which part (kept in the
+    /// message's `metadata.route` when not empty).
+    pub route: &'a [workspace_api::chat::AnswerRoute],
 }
 
 /// The NOTIFY channel announcing new stream events (`<message_id>:<seq>`)
@@ -924,6 +927,9 @@ impl Datastore {
             "reasoning_tokens": answer.reasoning_tokens,
         });
         let mut extra = serde_json::json!({ "usage": usage });
+        if !answer.route.is_empty() {
+            extra["route"] = serde_json::json!(answer.route);
+        }
         if let Some(code) = answer.error_code {
             extra["error_code"] = Value::String(code.to_string());
         }

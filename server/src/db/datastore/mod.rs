@@ -19,6 +19,7 @@ pub mod kb;
 pub mod kb_jobs;
 pub mod login_failures;
 pub mod mcp;
+pub mod model_deployments;
 pub mod models;
 pub mod organizations;
 pub mod password_resets;

@@ -63,7 +63,8 @@ impl Datastore {
             .collect())
     }
 
-    /// Deletes rate-limit windows and failed logins that no longer count,
+    /// Deletes rate-limit windows, model deployments' past minutes and
+    /// failed logins that no longer count,
     /// and sessions, refresh tokens and password-reset tokens that no
     /// longer count (see [`super::sessions::expire`]), on one connection.
     /// Returns the number of rows deleted.
@@ -82,6 +83,12 @@ impl Datastore {
                 &[],
             )
             .await?;
+        let minutes = conn
+            .execute(
+                "DELETE FROM model_deployment_minutes WHERE minute < now() - interval '2 minutes'",
+                &[],
+            )
+            .await?;
         let failures = conn
             .execute(
                 "DELETE FROM login_failures WHERE failed_at <= now() - make_interval(secs => $1)",
@@ -89,6 +96,6 @@ impl Datastore {
             )
             .await?;
         let sessions = super::sessions::expire(&conn, refresh_lifetime_secs).await?;
-        Ok(counters + failures + sessions)
+        Ok(counters + minutes + failures + sessions)
     }
 }
