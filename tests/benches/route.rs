@@ -37,7 +37,9 @@
 //!   the run each chat is read back and its stored answer compared too.
 //! - LiteLLM: its proxy (`litellm[proxy]` `LITELLM_PIN`, installed with
 //!   pip into `target/litellm-venv` on first use; its default single
-//!   worker, no database, a master key) with a generated `config.yaml`:
+//!   worker, or `ROUTE_LITELLM_WORKERS`, whose cooldowns are then each
+//!   worker's own, as LiteLLM shares them only through Redis; no
+//!   database, a master key) with a generated `config.yaml`:
 //!   two `chat-main` deployments on the same fakes with `order: 1` and
 //!   `order: 2` (LiteLLM's way to try the second only after the first),
 //!   `fallbacks: [{chat-main: [chat-backup]}]`, `num_retries: 2`,
@@ -56,7 +58,7 @@
 //! the time from sending to the end of the stream (p50/p99 of the
 //! completed answers) and the CPU time of the system's process per answer
 //! (`/proc/<pid>/stat`: ours the server process, whose PostgreSQL
-//! backends are shown apart; LiteLLM its proxy process); what each fake
+//! backends are shown apart; LiteLLM its proxy's processes); what each fake
 //! received and which faults were dealt; per fault kind, how many of the
 //! answers that met it came out whole.
 //!
@@ -314,6 +316,8 @@ struct Outcome {
     error: Option<String>,
     /// `restart` events (ours).
     restarts: usize,
+    /// The `reason`s of `route` events after the first (ours).
+    takeovers: Vec<String>,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -686,7 +690,7 @@ async fn ours_answer(http: &reqwest::Client, url: &str, token: &str, body: Value
         return refused(response).await;
     }
     let mut events = SseReader::from_response(response);
-    let (mut text, mut restarts) = (String::new(), 0);
+    let (mut text, mut restarts, mut takeovers) = (String::new(), 0, Vec::new());
     while let Some(event) = events.next().await {
         let Ok(event) = event else { break };
         let Ok(v) = event.json::<Value>() else {
@@ -698,12 +702,16 @@ async fn ours_answer(http: &reqwest::Client, url: &str, token: &str, body: Value
                 restarts += 1;
                 text.clear();
             }
+            Some("route") if v["reason"] != "first" => {
+                takeovers.push(v["reason"].as_str().unwrap_or("?").to_string());
+            }
             Some("end") => {
                 let completed = v["finish_reason"] == "stop";
                 return Outcome {
                     completed,
                     equal: completed && text == script(),
                     restarts,
+                    takeovers,
                     ..Outcome::default()
                 };
             }
@@ -711,6 +719,7 @@ async fn ours_answer(http: &reqwest::Client, url: &str, token: &str, body: Value
                 return Outcome {
                     error: Some(format!("error event {}", v["error_code"])),
                     restarts,
+                    takeovers,
                     ..Outcome::default()
                 };
             }
@@ -720,6 +729,7 @@ async fn ours_answer(http: &reqwest::Client, url: &str, token: &str, body: Value
     Outcome {
         error: Some("stream ended without end".into()),
         restarts,
+        takeovers,
         ..Outcome::default()
     }
 }
@@ -815,7 +825,12 @@ impl Drop for LiteLlm {
     }
 }
 
-async fn start_litellm(program: &Path, fakes: &Fakes, healthy: &FakeProvider) -> LiteLlm {
+async fn start_litellm(
+    program: &Path,
+    fakes: &Fakes,
+    healthy: &FakeProvider,
+    workers: usize,
+) -> LiteLlm {
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
@@ -826,6 +841,7 @@ async fn start_litellm(program: &Path, fakes: &Fakes, healthy: &FakeProvider) ->
         .arg("--config")
         .arg(&config)
         .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--num_workers", &workers.to_string()])
         // The model price list ships with the package: no download.
         .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         .stdout(log.try_clone().expect("log"))
@@ -966,8 +982,12 @@ fn print_rows(rows: &[Row], stored: Option<(usize, usize)>) {
             }
         }
         let restarts: usize = row.outcomes.iter().map(|o| o.restarts).sum();
-        if restarts > 0 {
-            println!("  restart events: {restarts}");
+        let mut takeovers: BTreeMap<&str, usize> = BTreeMap::new();
+        for reason in row.outcomes.iter().flat_map(|o| &o.takeovers) {
+            *takeovers.entry(reason).or_default() += 1;
+        }
+        if restarts > 0 || !takeovers.is_empty() {
+            println!("  route events after the first: {takeovers:?}; restart events: {restarts}");
         }
         for (e, n) in errors {
             println!("  {n} x {e}");
@@ -1004,15 +1024,35 @@ fn print_breakdown(rows: &[Row]) {
     }
 }
 
-/// CPU seconds (user + system) of a process so far, from
-/// `/proc/<pid>/stat`; `None` when it is gone.
-fn cpu_secs(pid: u32, ticks: f64) -> Option<f64> {
+/// The fields of `/proc/<pid>/stat` from the third (after the command,
+/// which may hold spaces).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command (which may hold spaces), from field 3.
-    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let utime: f64 = rest.get(11)?.parse().ok()?;
-    let stime: f64 = rest.get(12)?.parse().ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// CPU seconds (user + system, every thread) of a process so far; `None`
+/// when it is gone.
+fn cpu_secs(pid: u32, ticks: f64) -> Option<f64> {
+    let fields = stat_fields(pid)?;
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
     Some((utime + stime) / ticks)
+}
+
+/// CPU seconds of every process of a process group (LiteLLM's workers).
+fn group_cpu_secs(group: u32, ticks: f64) -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return f64::NAN;
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            stat_fields(pid).is_some_and(|f| f.get(2).is_some_and(|g| *g == group.to_string()))
+        })
+        .filter_map(|pid| cpu_secs(pid, ticks))
+        .sum()
 }
 
 fn clock_ticks() -> f64 {
@@ -1312,7 +1352,8 @@ fn answers_from(
 async fn litellm_runs(program: &Path, setup: &Setup) -> Vec<Row> {
     let fakes = Fakes::start(setup.seed).await;
     let healthy = healthy().await;
-    let proxy = start_litellm(program, &fakes, &healthy).await;
+    let workers = env_usize("ROUTE_LITELLM_WORKERS", 1);
+    let proxy = start_litellm(program, &fakes, &healthy, workers).await;
     let pid = proxy.child.id();
     let ticks = clock_ticks();
     let url = format!("{}/v1/chat/completions", proxy.base);
@@ -1326,23 +1367,23 @@ async fn litellm_runs(program: &Path, setup: &Setup) -> Vec<Row> {
         ("chat-healthy", 0, setup.baseline),
         ("chat-main", setup.baseline, setup.answers),
     ] {
-        let before = cpu_secs(pid, ticks).unwrap_or(f64::NAN);
+        let before = group_cpu_secs(pid, ticks);
         let (http, url) = (http.clone(), url.clone());
         let outcomes = drive(n, setup.connections, move |i| {
             let (http, url) = (http.clone(), url.clone());
             async move { litellm_answer(&http, &url, model, first + i).await }
         })
         .await;
-        let after = cpu_secs(pid, ticks).unwrap_or(f64::NAN);
+        let after = group_cpu_secs(pid, ticks);
         let (system, fakes_line, by_answer) = if first == 0 {
             (
-                format!("LiteLLM {version}, no faults"),
+                format!("LiteLLM {version} ×{workers}, no faults"),
                 String::new(),
                 BTreeMap::new(),
             )
         } else {
             (
-                format!("LiteLLM {version} proxy"),
+                format!("LiteLLM {version} ×{workers}"),
                 fakes.describe(),
                 answers_from(fakes.faults_by_answer(), first),
             )

@@ -151,10 +151,12 @@ const OPT_IN_VALUES: &[(&str, &str)] = &[("UserListStatus", "suspended")];
 /// Stream event unions that are open: their descriptions (and the stream
 /// operations') tell clients to skip an event whose `type` they do not
 /// know, so an event added there is additive: (schema, new `type`s).
-/// Issue #52: a model's reasoning streams as `reasoning` events.
+/// A model's reasoning streams as `reasoning` events; a routed answer says
+/// which model and deployment answer (`route`) and when it starts over
+/// (`restart`).
 const STREAM_EVENTS: &[(&str, &[&str])] = &[
-    ("ChatStreamEvent", &["reasoning"]),
-    ("ConversationStreamEvent", &["reasoning"]),
+    ("ChatStreamEvent", &["reasoning", "route", "restart"]),
+    ("ConversationStreamEvent", &["reasoning", "route", "restart"]),
 ];
 
 /// Whether the change at `at` adds only [`STREAM_EVENTS`] to an open
