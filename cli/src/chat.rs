@@ -505,7 +505,10 @@ async fn print_stream(response: reqwest::Response) -> Result<()> {
 
 /// Prints the `content` of an answer's stream (chat or conversation) to
 /// stdout; `start` (of a chat) and `title` go to stderr, and after the
-/// answer its `sources` (`[n] document title (score s)`, as `kb query`). An
+/// answer its `sources` (`[n] document title (score s)`, as `kb query`).
+/// A change of deployment (`route`, after the first) and a `restart` (the
+/// text printed so far is void; the whole answer follows on a new line)
+/// are said on stderr. An
 /// `error` event prints `error: <code>: <message>` and exits 1; a stream
 /// that ends before `end` fails with `cut`.
 pub async fn print_answer(mut events: workspace_client::sse::SseReader, cut: &str) -> Result<()> {
@@ -549,6 +552,27 @@ pub async fn print_answer(mut events: workspace_client::sse::SseReader, cut: &st
             }
             Some("sources") => {
                 sources = event["sources"].as_array().cloned().unwrap_or_default();
+            }
+            // A routed model: who answers, said on stderr when it changes.
+            Some("route") if event["reason"].as_str() != Some("first") => {
+                if mid_line {
+                    println!();
+                    mid_line = false;
+                }
+                eprintln!(
+                    "route: {} ({}) answers: {}",
+                    event["model"].as_str().unwrap_or(""),
+                    event["deployment"].as_str().unwrap_or(""),
+                    event["reason"].as_str().unwrap_or("")
+                );
+            }
+            // What was printed is void: the answer follows again, whole.
+            Some("restart") => {
+                if mid_line {
+                    println!();
+                    mid_line = false;
+                }
+                eprintln!("restart: the answer starts over; the text above is void");
             }
             Some("title") => {
                 let line = format!("title: {}", event["title"].as_str().unwrap_or(""));
