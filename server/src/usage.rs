@@ -476,6 +476,21 @@ impl Metered {
         });
     }
 
+    /// Another deployment or model takes the current step over (a
+    /// failover): what the one before produced is charged as its own step
+    /// (estimated from its text unless it reported usage before it broke
+    /// off), and the new one starts a step with the same input.
+    pub fn rerouted(&mut self) {
+        // A deployment that failed before producing anything is not
+        // charged (providers do not bill a refused request).
+        let Some(s) = self.step.as_ref().filter(|s| s.output_chars > 0 || s.usage.is_some())
+        else {
+            return;
+        };
+        let input_chars = s.input_chars;
+        self.step(input_chars);
+    }
+
     /// Text the model produced.
     pub fn text(&mut self, chars: usize) {
         if let Some(s) = &mut self.step {
@@ -526,6 +541,11 @@ impl Metered {
                 match (&item, &mut metered) {
                     (Some(Ok(ChatEvent::Text(t))), Some(m)) => m.text(t.len()),
                     (Some(Ok(ChatEvent::Usage(u))), Some(m)) => m.reported(*u),
+                    (Some(Ok(ChatEvent::Route(r))), Some(m))
+                        if r.reason != crate::providers::router::RouteReason::First =>
+                    {
+                        m.rerouted()
+                    }
                     (Some(Ok(ChatEvent::Finish(_))) | None, m) => {
                         if let Some(m) = m.take() {
                             m.finish("complete");

@@ -360,6 +360,11 @@ async fn read_step(
             }
             Ok(ChatEvent::Finish(_)) => {}
             Ok(ChatEvent::Route(route)) => {
+                if route.reason != providers::router::RouteReason::First
+                    && let Some(m) = metered
+                {
+                    m.rerouted();
+                }
                 if route.restart {
                     step.text.clear();
                     step.calls.clear();
