@@ -433,6 +433,14 @@ impl<A: Area> Answer<A> {
                     total.reasoning_tokens += u.reasoning_tokens;
                 }
                 Some(RuntimeEvent::Route(route)) => {
+                    // Each step of a tool loop starts where the last one
+                    // went: only a change (or a restart) is said.
+                    let same = route_parts.last().is_some_and(|last| {
+                        last.model == route.model && last.deployment == route.deployment
+                    });
+                    if same && !route.restart {
+                        continue;
+                    }
                     let events = area.route(&route);
                     if route.restart {
                         if events.is_none() {
