@@ -142,17 +142,15 @@ mod tests {
     use workspace_api::chat::ReasoningEffort as E;
 
     fn model(name: &str, max_output: Option<u32>) -> ModelEntry {
-        ModelEntry {
-            id: Uuid::new_v4(),
-            name: name.into(),
-            provider: "test".into(),
-            max_tokens: None,
-            context_tokens: 200_000,
-            capabilities: std::sync::Arc::new(resolve(name, None, None, max_output)),
-            chat: std::sync::Arc::new(crate::providers::offline::OfflineModel {
+        ModelEntry::direct(
+            name,
+            "test",
+            200_000,
+            resolve(name, None, None, max_output),
+            std::sync::Arc::new(crate::providers::offline::OfflineModel {
                 chunk_delay: std::time::Duration::ZERO,
             }),
-        }
+        )
     }
 
     #[test]

@@ -598,6 +598,7 @@ mod tests {
             temperature: None,
             reasoning: None,
             whole: false,
+            continue_final: false,
         });
         assert_eq!(client.url, "http://x/v1/chat/completions");
         assert_eq!(body["stream"], true);
@@ -608,6 +609,30 @@ mod tests {
         );
         assert_eq!(body["messages"][2]["tool_call_id"], "c1");
         assert_eq!(body["tools"][0]["function"]["parameters"]["type"], "object");
+    }
+
+    /// A partial answer to continue goes as the final assistant message,
+    /// with vLLM's flags to continue it instead of answering it.
+    #[test]
+    fn a_partial_answer_is_continued_with_vllms_flags() {
+        let client = OpenAiClient::new(reqwest::Client::new(), "http://x/v1", None, "llama");
+        let body = client.body(&ChatRequest {
+            messages: vec![
+                super::super::ChatMessage::user("count"),
+                super::super::ChatMessage::assistant("one, two,"),
+            ],
+            continue_final: true,
+            ..Default::default()
+        });
+        assert_eq!(body["messages"][1]["role"], "assistant");
+        assert_eq!(body["messages"][1]["content"], "one, two,");
+        assert_eq!(body["continue_final_message"], true);
+        assert_eq!(body["add_generation_prompt"], false);
+        let plain = client.body(&ChatRequest {
+            messages: vec![super::super::ChatMessage::user("count")],
+            ..Default::default()
+        });
+        assert!(plain.get("continue_final_message").is_none());
     }
 
     #[test]

@@ -58,6 +58,47 @@ pub struct ModelEntry {
     pub routed: Arc<RoutedModel>,
 }
 
+impl ModelEntry {
+    /// A model answered by one client, not routed (no deployments' health
+    /// is read or written): for tests and tools that hold a client.
+    pub fn direct(
+        name: &str,
+        provider: &str,
+        context_tokens: u32,
+        capabilities: Capabilities,
+        client: Arc<dyn ChatModel>,
+    ) -> ModelEntry {
+        let deployment = Arc::new(Deployment {
+            name: "default".into(),
+            provider: provider.into(),
+            weight: 1,
+            rpm: None,
+            tpm: None,
+            prefill: false,
+            fingerprint: String::new(),
+            key_id: String::new(),
+            client,
+        });
+        let routed = Arc::new(RoutedModel::new(
+            name.into(),
+            vec![deployment],
+            Default::default(),
+            &capabilities,
+            None,
+        ));
+        ModelEntry {
+            id: Uuid::new_v4(),
+            name: name.into(),
+            provider: provider.into(),
+            max_tokens: None,
+            context_tokens,
+            capabilities: Arc::new(capabilities),
+            chat: routed.clone(),
+            routed,
+        }
+    }
+}
+
 /// The models this server offers, sorted by name.
 pub struct ModelRegistry {
     entries: Vec<ModelEntry>,

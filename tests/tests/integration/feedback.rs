@@ -70,7 +70,9 @@ async fn conversation_answer(client: &Client, org: Uuid, session: Uuid, text: &s
             types::ConversationStreamEvent::End(_) => break,
             types::ConversationStreamEvent::Error(e) => panic!("the answer failed: {e:?}"),
             types::ConversationStreamEvent::Content(_)
-            | types::ConversationStreamEvent::Reasoning(_) => {}
+            | types::ConversationStreamEvent::Reasoning(_)
+            | types::ConversationStreamEvent::Route(_)
+            | types::ConversationStreamEvent::Restart(_) => {}
         }
     }
     id.expect("a start event")

@@ -27,6 +27,7 @@ fn request() -> ChatRequest {
         temperature: Some(0.2),
         reasoning: None,
         whole: false,
+        continue_final: false,
     }
 }
 
@@ -297,25 +298,18 @@ async fn anthropic_thinking_goes_back_unchanged_in_a_tool_loop() {
         "get_weather",
     ));
     fake.push(Reply::anthropic_text(&["Clear ", "in Paris."]));
-    let model = workspace_server::providers::ModelEntry {
-        id: uuid::Uuid::new_v4(),
-        name: "claude-sonnet-4-5".into(),
-        provider: "anthropic".into(),
-        max_tokens: None,
-        context_tokens: 200_000,
-        capabilities: std::sync::Arc::new(workspace_server::config::capabilities::resolve(
-            "claude-sonnet-4-5",
-            None,
-            None,
-            None,
-        )),
-        chat: std::sync::Arc::new(AnthropicClient::new(
+    let model = workspace_server::providers::ModelEntry::direct(
+        "claude-sonnet-4-5",
+        "anthropic",
+        200_000,
+        workspace_server::config::capabilities::resolve("claude-sonnet-4-5", None, None, None),
+        std::sync::Arc::new(AnthropicClient::new(
             workspace_tests::http(),
             &fake.base_url(),
             Some("k".into()),
             "claude-sonnet-4-5",
         )),
-    };
+    );
     let spec = RunSpec {
         model,
         retry: policy(),
