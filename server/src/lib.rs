@@ -561,6 +561,7 @@ async fn model_catalog(
         metrics: metrics.clone(),
         policy: providers::router::RoutePolicy::from_config(config),
         log: log.new(slog::o!("component" => "router")),
+        epoch: Default::default(),
     });
     let models = providers::ModelRegistry::new(
         specs,

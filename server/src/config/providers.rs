@@ -49,6 +49,11 @@ pub struct ProvidersConfig {
     /// deployment, in seconds. Later pieces are bounded by
     /// `idle_timeout_secs`.
     pub first_event_timeout_secs: u64,
+    /// How long the deployments' health read for a routed model serves
+    /// this instance's next answers of it, in milliseconds (0: read for
+    /// every answer). A failure this instance counts is seen at once;
+    /// another instance's within this time.
+    pub health_ttl_ms: u64,
 }
 
 impl Default for ProvidersConfig {
@@ -66,6 +71,7 @@ impl Default for ProvidersConfig {
             cooldown_secs: 30,
             max_cooldown_secs: 300,
             first_event_timeout_secs: 60,
+            health_ttl_ms: 100,
         }
     }
 }

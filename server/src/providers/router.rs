@@ -201,6 +201,9 @@ pub struct RoutePolicy {
     pub cooldown: Duration,
     pub max_cooldown: Duration,
     pub first_event_timeout: Duration,
+    /// How long a model's health, as read, serves the next answers of this
+    /// instance (see [`RoutedModel::health`]).
+    pub health_ttl: Duration,
 }
 
 impl RoutePolicy {
@@ -212,6 +215,7 @@ impl RoutePolicy {
             cooldown: Duration::from_secs(p.cooldown_secs),
             max_cooldown: Duration::from_secs(p.max_cooldown_secs.max(p.cooldown_secs)),
             first_event_timeout: Duration::from_secs(p.first_event_timeout_secs),
+            health_ttl: Duration::from_millis(p.health_ttl_ms),
         }
     }
 }
@@ -223,6 +227,9 @@ pub struct RouterContext {
     pub metrics: Arc<Metrics>,
     pub policy: RoutePolicy,
     pub log: slog::Logger,
+    /// Raised whenever this instance writes a deployment's health: every
+    /// model's kept health is read again after it.
+    pub epoch: std::sync::atomic::AtomicU64,
 }
 
 /// The fallback lists of a model, resolved to the models.
@@ -242,6 +249,8 @@ pub struct RoutedModel {
     pub fallback_names: [Vec<String>; 3],
     fallbacks: OnceLock<Fallbacks>,
     context: Option<Arc<RouterContext>>,
+    /// The health last read for this model and its fallbacks, and when.
+    health: std::sync::Mutex<Option<(Instant, u64, Arc<Vec<DeploymentHealth>>)>>,
     /// What the model takes, to skip a fallback that cannot take the
     /// request (an image to a text-only model).
     pub takes_images: bool,
@@ -264,6 +273,7 @@ impl RoutedModel {
             fallback_names,
             fallbacks: OnceLock::new(),
             context,
+            health: std::sync::Mutex::new(None),
             takes_images: capabilities.input.contains(&ModelInput::Image),
             takes_pdfs: capabilities.input.contains(&ModelInput::Pdf),
             reasoning: capabilities.reasoning,
@@ -315,6 +325,39 @@ impl RoutedModel {
         })
     }
 
+    /// The shared health of the model's and its fallbacks' deployments:
+    /// one statement, whose answer serves this instance's next answers of
+    /// the model for `providers.health_ttl_ms` (so a burst of answers, and
+    /// an answer's check before it is stored and its start, read it once).
+    /// A failure this instance counts forgets it at once; another
+    /// instance's is seen within the TTL.
+    async fn health(
+        &self,
+        context: &RouterContext,
+        fallbacks: &[Arc<RoutedModel>],
+    ) -> Result<Arc<Vec<DeploymentHealth>>, crate::error::Error> {
+        use std::sync::atomic::Ordering::Acquire;
+        let ttl = context.policy.health_ttl;
+        let epoch = context.epoch.load(Acquire);
+        if !ttl.is_zero() {
+            let kept = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((at, read_at, health)) = kept.as_ref()
+                && *read_at == epoch
+                && at.elapsed() < ttl
+            {
+                return Ok(health.clone());
+            }
+        }
+        let mut names: Vec<&str> = vec![self.name.as_str()];
+        names.extend(fallbacks.iter().map(|m| m.name.as_str()));
+        let health = Arc::new(context.datastore.deployment_health(&names).await?);
+        if !ttl.is_zero() {
+            *self.health.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((Instant::now(), epoch, health.clone()));
+        }
+        Ok(health)
+    }
+
     /// When every deployment of the model and of its fallbacks is cooling
     /// down or disabled: how long until the first cooldown ends (`None`
     /// for a disabled-only model: `Retry-After` is then the cooldown).
@@ -327,8 +370,7 @@ impl RoutedModel {
         let fallbacks = self.fallbacks(FallbackList::Any);
         let mut models: Vec<&RoutedModel> = vec![self];
         models.extend(fallbacks.iter().map(|m| m.as_ref()));
-        let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
-        let health = context.datastore.deployment_health(&names).await?;
+        let health = self.health(context, &fallbacks).await?;
         let mut soonest: Option<f64> = None;
         for model in &models {
             for d in &model.deployments {
@@ -447,13 +489,11 @@ impl RoutedModel {
     /// without health beats not answering.
     async fn plan(&self, context: &RouterContext) -> Vec<Candidate> {
         let fallbacks = self.fallbacks(FallbackList::Any);
-        let mut names: Vec<&str> = vec![self.name.as_str()];
-        names.extend(fallbacks.iter().map(|m| m.name.as_str()));
-        let health = match context.datastore.deployment_health(&names).await {
+        let health = match self.health(context, &fallbacks).await {
             Ok(h) => h,
             Err(e) => {
                 slog::warn!(context.log, "model deployments' health unknown"; "error" => %e);
-                Vec::new()
+                Arc::new(Vec::new())
             }
         };
         let mut out = candidates_of(self, &health, RouteReason::First, false);
@@ -629,10 +669,14 @@ impl Run {
                         &d.name,
                         started.elapsed(),
                     );
-                    if candidate.recovering
-                        && let Err(e) = store.deployment_recovered(&candidate.model, &d.name).await
-                    {
-                        slog::warn!(self.log, "deployment recovery not stored"; "error" => %e);
+                    if candidate.recovering {
+                        if let Err(e) = store.deployment_recovered(&candidate.model, &d.name).await
+                        {
+                            slog::warn!(self.log, "deployment recovery not stored"; "error" => %e);
+                        }
+                        self.context
+                            .epoch
+                            .fetch_add(1, std::sync::atomic::Ordering::Release);
                     }
                     let route = Route {
                         model: candidate.model.to_string(),
@@ -767,6 +811,9 @@ impl Run {
         let d = &candidate.deployment;
         let metrics = &self.context.metrics;
         metrics.deployment_failure(&candidate.model, &d.name, class.as_str());
+        self.context
+            .epoch
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
         let store = &self.context.datastore;
         let policy = &self.context.policy;
         if class == FailureClass::Auth {
