@@ -2,7 +2,7 @@
 //! beside LiteLLM's proxy on the same fake providers, and the CPU that
 //! routing costs when every deployment is healthy (issue #53).
 //!
-//! **Fault run.** Three fake OpenAI-compatible providers on 127.0.0.1
+//! **Fault runs.** Three fake OpenAI-compatible providers on 127.0.0.1
 //! (`FakeProvider::scripted`, HTTP/1.1 keep-alive) stream the same
 //! scripted answer: `PIECES` content chunks, one every `PACE`. The
 //! *primary* fails 30 % of the requests it receives, in a seeded mix
@@ -19,59 +19,78 @@
 //! fault); an answer counts as *completed* when its stream ends normally,
 //! and *equal* when its text is exactly the script.
 //!
+//! Each system runs this twice, on fresh fakes and a fresh process:
+//! with cooldowns of 1 s (a deployment that fails is left alone for a
+//! while, so the primary receives fewer requests, and so deals fewer
+//! faults, the better a router avoids it: the fakes' line says how many
+//! each system met), and without cooldowns (a cooldown of 0: the primary
+//! keeps taking first attempts, so many more answers meet a fault and a
+//! broken stream: the failover itself under load). Ours still sends one
+//! request at a time to a deployment right after a failure that cools it
+//! at once (`429`, `529`, a refused connection), the others going on to
+//! the secondary until that probe answers, so its primary takes fewer
+//! first attempts than LiteLLM's, which tries it every time.
+//!
 //! - Ours: the `workspace-server` executable (a separate process;
 //!   `WORKSPACE_SERVER_BIN`, which `cargo xtask bench route` builds),
-//!   configured as `/tmp/design53.md` says: model `chat-main` with
-//!   deployments `primary` (weight 1) and `secondary` (weight 0: only when
-//!   the primary is unavailable), `fallbacks = ["chat-backup"]` (one
-//!   deployment on the backup fake), `max_retries = 2`,
-//!   `allowed_fails = 3` in `fail_window_secs = 60`, `cooldown_secs = 1`,
-//!   `first_event_timeout_secs = 1`, `idle_timeout_secs = 1`. Driven
-//!   through `POST /api/chat/send_message` into chats created beforehand
-//!   (a new chat would also ask the model for a title): the chat send
-//!   operation is what the issue's "chat answers" are, and its stream is
-//!   the one that carries `route` and `restart` events, which the client
-//!   follows (on `restart` it drops the text so far). The OpenAI-compatible
-//!   deployment endpoint runs an agent and has no restart event, so it
-//!   would not be the same answer. Ours also stores every answer: after
-//!   the run each chat is read back and its stored answer compared too.
+//!   configured as the README's routing section says: model `chat-main`
+//!   with deployments `primary` (weight 1) and `secondary` (weight 0:
+//!   only when the primary is unavailable), `fallbacks = ["chat-backup"]`
+//!   (one deployment on the backup fake), `max_retries = 2`,
+//!   `retry_backoff_ms = 50`, `first_event_timeout_secs = 1`,
+//!   `idle_timeout_secs = 1`, `fail_window_secs = 60`; with cooldowns
+//!   `allowed_fails = 3`, `cooldown_secs = 1`, `max_cooldown_secs = 5`;
+//!   without, `allowed_fails = 1000000`, `cooldown_secs = 0`,
+//!   `max_cooldown_secs = 0`. Driven through `POST /api/chat/send_message`
+//!   into chats created beforehand (a new chat would also ask the model
+//!   for a title): the chat send operation is what the issue's "chat
+//!   answers" are, and its stream is the one that carries `route` and
+//!   `restart` events, which the client follows (on `restart` it drops
+//!   the text so far). The OpenAI-compatible deployment endpoint runs an
+//!   agent and has no restart event, so it would not be the same answer.
+//!   Ours also stores every answer (LiteLLM, without a database, stores
+//!   nothing): after the run each chat is read back and its stored answer
+//!   compared too.
 //! - LiteLLM: its proxy (`litellm[proxy]` `LITELLM_PIN`, installed with
 //!   pip into `target/litellm-venv` on first use; its default single
 //!   worker, or `ROUTE_LITELLM_WORKERS`, whose cooldowns are then each
 //!   worker's own, as LiteLLM shares them only through Redis; no
-//!   database, a master key) with a generated `config.yaml`:
-//!   two `chat-main` deployments on the same fakes with `order: 1` and
+//!   database, a master key) with a generated `config.yaml`: two
+//!   `chat-main` deployments on the same fakes with `order: 1` and
 //!   `order: 2` (LiteLLM's way to try the second only after the first),
 //!   `fallbacks: [{chat-main: [chat-backup]}]`, `num_retries: 2`,
-//!   `allowed_fails: 3` (a minute), `cooldown_time: 1`,
-//!   `stream_timeout: 1` (its per-read timeout: before the first byte and
-//!   between chunks). Driven through `POST /v1/chat/completions` with
-//!   `stream: true`; completed means `data: [DONE]` with no error event.
-//!   Fresh fakes with the same seed, so it meets the same fault sequence.
+//!   `retry_after: 0`, `stream_timeout: 1` (its per-read timeout: before
+//!   the first byte and between chunks); with cooldowns `allowed_fails: 3`
+//!   (a minute), `cooldown_time: 1`; without, `disable_cooldowns: true`.
+//!   Driven through `POST /v1/chat/completions` with `stream: true`;
+//!   completed means `data: [DONE]` with no error event.
 //!
-//! Each system first answers `ROUTE_BASELINE_ANSWERS` (default 200)
-//! questions without faults (ours: `cpu-one` below; LiteLLM: a
-//! `chat-healthy` group on a fake of its own), the latency to read the
-//! fault run's against.
+//! Before its first fault run each system answers `ROUTE_BASELINE_ANSWERS`
+//! (default 200) questions without faults (ours: `cpu-one` below;
+//! LiteLLM: a `chat-healthy` group on a fake of its own), the latency to
+//! read the fault runs' against.
 //!
 //! Printed: per system and run, answers, completed, equal to the script,
 //! the time from sending to the end of the stream (p50/p99 of the
-//! completed answers) and the CPU time of the system's process per answer
-//! (`/proc/<pid>/stat`: ours the server process, whose PostgreSQL
-//! backends are shown apart; LiteLLM its proxy's processes); what each fake
-//! received and which faults were dealt; per fault kind, how many of the
-//! answers that met it came out whole.
+//! completed answers) and the CPU time of the system's processes per
+//! answer (`/proc/<pid>/stat`: ours the server process, whose PostgreSQL
+//! backends are shown apart; LiteLLM its proxy's process group); what
+//! each fake received and how many faults were dealt; ours' `route` and
+//! `restart` events; per fault kind, how many of the answers that met it
+//! came out whole.
 //!
-//! **CPU of routing.** The same server offers `cpu-one` (one deployment)
-//! and `cpu-two` (two deployments, weight 1 each, on two healthy fakes):
-//! `ROUTE_CPU_ANSWERS` (default 2,000) answers each, in alternating
-//! windows of `ROUTE_CPU_WINDOW` (default 250) at 32 connections
-//! (one-two-two-one order, after a warm-up window of each). CPU time is
-//! read from `/proc/<pid>/stat` (user + system, every thread of the server
-//! process, at clock-tick resolution) before and after each window, and
-//! likewise for the PostgreSQL backends connected to the bench's database
-//! (cooldowns live there); printed per answer for each model, with the
-//! difference and its standard error over the windows.
+//! **CPU of routing.** The last server also offers `cpu-one` (one
+//! deployment, no fallback: not routed) and `cpu-two` (two deployments,
+//! weight 1 each, on two healthy fakes: routed): `ROUTE_CPU_ANSWERS`
+//! (default 2,000) answers each, in alternating windows of
+//! `ROUTE_CPU_WINDOW` (default 250) at `ROUTE_CONNECTIONS` (one-two-two-one
+//! order, after a warm-up window of each). CPU time is read from
+//! `/proc/<pid>/stat` (user + system, every thread of the server process,
+//! at clock-tick resolution) before and after each window, and likewise
+//! for the PostgreSQL backends connected to the bench's database (the
+//! shared health the router reads lives there); printed per answer for
+//! each model, with the difference and its standard error over the
+//! windows.
 //!
 //! `ROUTE_SEED` changes the fault sequence; `ROUTE_SKIP_LITELLM=1` runs
 //! ours alone. When the server does not accept the routing configuration
@@ -103,6 +122,28 @@ const STALL: Duration = Duration::from_secs(10);
 /// The longest an answer may take before the client gives up on it.
 const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 const MASTER_KEY: &str = "sk-bench-route-0123456789abcdef0123456789abcdef";
+
+/// A fault run's cooldown setting, the same for both systems.
+#[derive(Clone, Copy)]
+enum Cooldowns {
+    /// A failing deployment is left alone for 1 s (ours: `cooldown_secs =
+    /// 1`, `max_cooldown_secs = 5`, `allowed_fails = 3`; LiteLLM:
+    /// `cooldown_time: 1`, `allowed_fails: 3`).
+    OneSecond,
+    /// Never left alone, so every fault meets the failover (ours:
+    /// `cooldown_secs = 0`, `max_cooldown_secs = 0`, `allowed_fails =
+    /// 1000000`; LiteLLM: `disable_cooldowns: true`).
+    Off,
+}
+
+impl Cooldowns {
+    fn label(self) -> &'static str {
+        match self {
+            Cooldowns::OneSecond => "cooldown 1 s",
+            Cooldowns::Off => "no cooldown",
+        }
+    }
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -399,7 +440,12 @@ struct Ours {
 
 /// The server's configuration: the fault run's models on `fakes`, the CPU
 /// comparison's on `h1` and `h2`.
-fn ours_config(fakes: &Fakes, h1: &FakeProvider, h2: &FakeProvider, metrics_port: u16) -> String {
+fn ours_config(
+    fakes: &Fakes,
+    h1: &FakeProvider,
+    h2: &FakeProvider,
+    cooldowns: Cooldowns,
+) -> String {
     let deployment = |name: &str, url: String, weight: u32| {
         format!(
             "[[models.deployments]]\nname = \"{name}\"\nprovider = \"openai_compatible\"\n\
@@ -414,6 +460,11 @@ fn ours_config(fakes: &Fakes, h1: &FakeProvider, h2: &FakeProvider, metrics_port
              upstream_model = \"fake-upstream\"\n\n"
         )
     };
+    let cooling = match cooldowns {
+        Cooldowns::OneSecond => "allowed_fails = 3\ncooldown_secs = 1\nmax_cooldown_secs = 5\n",
+        Cooldowns::Off => "allowed_fails = 1000000\ncooldown_secs = 0\nmax_cooldown_secs = 0\n",
+    };
+    let metrics_port = free_port();
     format!(
         "[features]\ndaily_chat_limit = 100000000\n\n\
          [rate_limits]\nlogin_per_address = 0\nlogin_global = 0\n\
@@ -421,8 +472,7 @@ fn ours_config(fakes: &Fakes, h1: &FakeProvider, h2: &FakeProvider, metrics_port
          [metrics]\nbind_address = \"127.0.0.1:{metrics_port}\"\n\n\
          [providers]\noffline_model = false\nconnect_timeout_secs = 2\n\
          idle_timeout_secs = 1\nfirst_event_timeout_secs = 1\nmax_retries = 2\n\
-         retry_backoff_ms = 50\nallowed_fails = 3\nfail_window_secs = 60\n\
-         cooldown_secs = 1\nmax_cooldown_secs = 5\n\n\
+         retry_backoff_ms = 50\nfail_window_secs = 60\n{cooling}\n\
          [[models]]\nname = \"chat-main\"\nfallbacks = [\"chat-backup\"]\n\n{}{}{}{}\
          [[models]]\nname = \"cpu-two\"\n\n{}{}",
         deployment("primary", v1(&fakes.primary), 1),
@@ -779,7 +829,11 @@ fn litellm_program() -> PathBuf {
 }
 
 /// LiteLLM's proxy configuration for `fakes` (see the module's comment).
-fn litellm_config(fakes: &Fakes, healthy: &FakeProvider) -> String {
+fn litellm_config(fakes: &Fakes, healthy: &FakeProvider, cooldowns: Cooldowns) -> String {
+    let cooling = match cooldowns {
+        Cooldowns::OneSecond => "  allowed_fails: 3\n  cooldown_time: 1\n",
+        Cooldowns::Off => "  disable_cooldowns: true\n",
+    };
     let deployment = |group: &str, id: &str, url: String, order: Option<u32>| {
         let order = order.map_or(String::new(), |o| format!("      order: {o}\n"));
         format!(
@@ -791,7 +845,7 @@ fn litellm_config(fakes: &Fakes, healthy: &FakeProvider) -> String {
     format!(
         "model_list:\n{}{}{}{}\
          router_settings:\n  routing_strategy: simple-shuffle\n  num_retries: 2\n\
-         \x20 retry_after: 0\n  allowed_fails: 3\n  cooldown_time: 1\n\
+         \x20 retry_after: 0\n{cooling}\
          \x20 fallbacks: [{{\"chat-main\": [\"chat-backup\"]}}]\n\
          litellm_settings:\n  num_retries: 2\n  request_timeout: 30\n  drop_params: true\n\
          general_settings:\n  master_key: {MASTER_KEY}\n",
@@ -830,11 +884,12 @@ async fn start_litellm(
     fakes: &Fakes,
     healthy: &FakeProvider,
     workers: usize,
+    cooldowns: Cooldowns,
 ) -> LiteLlm {
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("config.yaml");
-    std::fs::write(&config, litellm_config(fakes, healthy)).expect("litellm config");
+    std::fs::write(&config, litellm_config(fakes, healthy, cooldowns)).expect("litellm config");
     let port = free_port();
     let log = std::fs::File::create(dir.path().join("litellm.log")).expect("log");
     let child = Command::new(program)
@@ -940,9 +995,15 @@ struct Row {
     by_answer: BTreeMap<usize, Vec<Fault>>,
 }
 
-fn print_rows(rows: &[Row], stored: Option<(usize, usize)>) {
+fn print_rows(rows: &[Row]) {
+    let width = rows
+        .iter()
+        .map(|r| r.system.chars().count())
+        .max()
+        .unwrap_or(6)
+        + 1;
     println!(
-        "{:<30} {:>8} {:>10} {:>16} {:>9} {:>9} {:>12}",
+        "{:<width$} {:>8} {:>10} {:>16} {:>9} {:>9} {:>11}",
         "system", "answers", "completed", "equal to script", "p50 ms", "p99 ms", "CPU ms/ans"
     );
     for row in rows {
@@ -956,7 +1017,7 @@ fn print_rows(rows: &[Row], stored: Option<(usize, usize)>) {
             .collect();
         ms.sort_by(f64::total_cmp);
         println!(
-            "{:<30} {:>8} {:>10} {:>16} {:>9.1} {:>9.1} {:>12.2}",
+            "{:<width$} {:>8} {:>10} {:>16} {:>9.1} {:>9.1} {:>11.2}",
             row.system,
             row.outcomes.len(),
             completed,
@@ -966,13 +1027,11 @@ fn print_rows(rows: &[Row], stored: Option<(usize, usize)>) {
             row.cpu_ms
         );
     }
-    if let Some((equal, of)) = stored {
-        println!("ours: stored answers equal to the script and complete: {equal} / {of}");
-    }
-    for row in rows {
-        if !row.fakes.is_empty() {
-            println!("{}: the fakes received: {}", row.system, row.fakes);
-        }
+    println!(
+        "(p50/p99: sending to the end of the stream, completed answers; CPU: the system's process)"
+    );
+    for row in rows.iter().filter(|r| !r.fakes.is_empty()) {
+        println!("{}: the fakes received: {}", row.system, row.fakes);
         let mut errors: BTreeMap<String, usize> = BTreeMap::new();
         for o in &row.outcomes {
             if let Some(e) = &o.error {
@@ -996,13 +1055,19 @@ fn print_rows(rows: &[Row], stored: Option<(usize, usize)>) {
     print_breakdown(rows);
 }
 
-/// Per fault kind and system: answers that met it on the primary, and of
-/// those how many came out equal to the script.
+/// Per fault kind and fault run: answers that met it on the primary, and
+/// of those how many came out equal to the script.
 fn print_breakdown(rows: &[Row]) {
     let rows: Vec<&Row> = rows.iter().filter(|r| !r.fakes.is_empty()).collect();
-    print!("{:<30}", "answers that met (whole/met)");
+    let width = rows
+        .iter()
+        .map(|r| r.system.chars().count())
+        .max()
+        .unwrap_or(6)
+        + 2;
+    print!("\n{:<30}", "whole / met on the primary");
     for row in &rows {
-        print!(" {:>26}", row.system);
+        print!("{:>width$}", row.system);
     }
     println!();
     for (fault, _) in Fault::MIX {
@@ -1018,7 +1083,7 @@ fn print_breakdown(rows: &[Row]) {
                 .iter()
                 .filter(|&&a| row.outcomes.get(a).is_some_and(|o| o.equal))
                 .count();
-            print!(" {:>26}", format!("{whole}/{}", met.len()));
+            print!("{:>width$}", format!("{whole}/{}", met.len()));
         }
         println!();
     }
@@ -1213,9 +1278,10 @@ async fn bench() {
     // Installed before anything runs: pip's first install takes minutes.
     let litellm = (!skip_litellm).then(litellm_program);
     println!(
-        "\nbench route: {} streamed answers at {} connections; the primary fails 30 % of its \
-         requests (20 % before the answer, 10 % in the middle; seed {}); answers of {PIECES} \
-         chunks, {} ms apart; stalls {} s; first a baseline of {} answers without faults",
+        "\nbench route: {} streamed answers at {} connections, twice (cooldown 1 s, no \
+         cooldown); the primary fails 30 % of its requests (20 % before the answer, 10 % in \
+         the middle; seed {}); answers of {PIECES} chunks, {} ms apart; stalls {} s; first a \
+         baseline of {} answers without faults",
         setup.answers,
         setup.connections,
         setup.seed,
@@ -1223,50 +1289,100 @@ async fn bench() {
         STALL.as_secs(),
         setup.baseline
     );
-
+    println!("{}", source_state());
     let mut rows = Vec::new();
-    let mut stored = None;
-    let fakes = Fakes::start(setup.seed).await;
+    let mut stored = Vec::new();
     let (h1, h2) = (healthy().await, healthy().await);
-    let config = ours_config(&fakes, &h1, &h2, free_port());
-    let ours = match start_ours(&setup.admin_url, config).await {
-        Ok(ours) => Some(ours),
-        Err(log) => {
-            println!(
-                "ours: router not available (the server refused the routing configuration):\n{log}"
-            );
-            None
+    let mut last = None;
+    for (i, cooldowns) in [Cooldowns::OneSecond, Cooldowns::Off]
+        .into_iter()
+        .enumerate()
+    {
+        let fakes = Fakes::start(setup.seed).await;
+        let config = ours_config(&fakes, &h1, &h2, cooldowns);
+        let ours = match start_ours(&setup.admin_url, config).await {
+            Ok(ours) => ours,
+            Err(log) => {
+                println!(
+                    "ours: router not available (the server refused its configuration):\n{log}"
+                );
+                break;
+            }
+        };
+        let (baseline, fault_run, equal) =
+            ours_runs(&ours, &setup, &fakes, cooldowns, i == 0).await;
+        rows.extend(baseline);
+        rows.push(fault_run);
+        stored.push((cooldowns.label(), equal));
+        if let Some(previous) = last.replace(ours) {
+            drop_ours(previous, &setup.admin_url).await;
         }
-    };
-    if let Some(ours) = &ours {
-        let (baseline, fault_run, equal) = ours_runs(ours, &setup, &fakes).await;
-        rows.extend([baseline, fault_run]);
-        stored = Some((equal, setup.answers));
     }
-    drop(fakes);
     if let Some(program) = litellm {
-        rows.extend(litellm_runs(&program, &setup).await);
+        let workers = env_usize("ROUTE_LITELLM_WORKERS", 1);
+        for (i, cooldowns) in [Cooldowns::OneSecond, Cooldowns::Off]
+            .into_iter()
+            .enumerate()
+        {
+            rows.extend(litellm_runs(&program, &setup, workers, cooldowns, i == 0).await);
+        }
     }
 
     println!();
-    print_rows(&rows, stored);
-    if let Some(ours) = ours {
+    print_rows(&rows);
+    for (label, equal) in stored {
+        println!(
+            "ours, {label}: stored answers equal to the script and complete: {equal} / {}",
+            setup.answers
+        );
+    }
+    if let Some(ours) = last {
         cpu_comparison(&ours, &setup.admin_url, setup.connections).await;
         let log = ours.dir.path().join("server.log");
         let lines = std::fs::read_to_string(&log)
             .map(|l| l.lines().count())
             .unwrap_or(0);
         println!("(the server logged {lines} lines at warn and above)");
-        let database = ours.database.clone();
-        drop(ours);
-        if let Ok((admin, connection)) =
-            tokio_postgres::connect(&setup.admin_url, tokio_postgres::NoTls).await
-        {
-            tokio::spawn(connection);
-            let _ = admin
-                .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-                .await;
-        }
+        drop_ours(ours, &setup.admin_url).await;
+    }
+}
+
+/// The repository's commit and whether `server/` has uncommitted changes
+/// now (the server executable was built from the tree as it was then).
+fn source_state() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let head = git(&["rev-parse", "--short", "HEAD"]);
+    let changed = git(&["status", "--porcelain", "--", "server"])
+        .lines()
+        .count();
+    format!(
+        "source: {head}, {changed} uncommitted paths under server/; server executable: {}",
+        workspace_tests::server_binary()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "none".into())
+    )
+}
+
+/// Stops the server and drops its database.
+async fn drop_ours(ours: Ours, admin_url: &str) {
+    let database = ours.database.clone();
+    drop(ours);
+    if let Ok((admin, connection)) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls).await
+    {
+        tokio::spawn(connection);
+        let _ = admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            .await;
     }
 }
 
@@ -1284,52 +1400,59 @@ async fn probe(ours: &Ours, admin_url: &str) -> CpuProbe {
     }
 }
 
-/// Ours: the baseline (`cpu-one`, no faults) and the fault run
-/// (`chat-main`); the stored answers of the fault run equal to the script.
-async fn ours_runs(ours: &Ours, setup: &Setup, fakes: &Fakes) -> (Row, Row, usize) {
+/// Ours: the baseline (`cpu-one`, no faults) when asked, and the fault
+/// run (`chat-main`); the stored answers of the fault run equal to the
+/// script.
+async fn ours_runs(
+    ours: &Ours,
+    setup: &Setup,
+    fakes: &Fakes,
+    cooldowns: Cooldowns,
+    with_baseline: bool,
+) -> (Option<Row>, Row, usize) {
     let probe = probe(ours, &setup.admin_url).await;
-    let chats = Arc::new(ours.chats(setup.baseline + setup.answers).await);
+    let first = if with_baseline { setup.baseline } else { 0 };
+    let chats = Arc::new(ours.chats(first + setup.answers).await);
     let before = probe.read().await;
-    let outcomes = ours
-        .run(
-            "cpu-one",
-            chats.clone(),
-            0,
-            setup.baseline,
-            setup.connections,
-        )
-        .await;
-    let after = probe.read().await;
-    let baseline = Row {
-        system: "ours, no faults".into(),
-        cpu_ms: (after.0 - before.0) * 1000.0 / setup.baseline as f64,
-        outcomes,
-        fakes: String::new(),
-        by_answer: BTreeMap::new(),
+    let baseline = if with_baseline {
+        let outcomes = ours
+            .run("cpu-one", chats.clone(), 0, first, setup.connections)
+            .await;
+        let after = probe.read().await;
+        Some(Row {
+            system: "ours, no faults".into(),
+            cpu_ms: (after.0 - before.0) * 1000.0 / first as f64,
+            outcomes,
+            fakes: String::new(),
+            by_answer: BTreeMap::new(),
+        })
+    } else {
+        None
     };
+    let start = probe.read().await;
     let outcomes = ours
         .run(
             "chat-main",
             chats.clone(),
-            setup.baseline,
+            first,
             setup.answers,
             setup.connections,
         )
         .await;
     let end = probe.read().await;
-    let equal = ours.stored_equal(&chats[setup.baseline..]).await;
-    let cooldowns = ours
+    let equal = ours.stored_equal(&chats[first..]).await;
+    let cooldown_count = ours
         .counter("workspace_model_deployment_cooldowns_total")
         .await;
     let fault_run = Row {
-        system: "ours (send_message)".into(),
-        cpu_ms: (end.0 - after.0) * 1000.0 / setup.answers as f64,
+        system: format!("ours, {}", cooldowns.label()),
+        cpu_ms: (end.0 - start.0) * 1000.0 / setup.answers as f64,
         fakes: format!(
-            "{}; cooldowns (/metrics) {cooldowns}; PostgreSQL backends {:.2} CPU ms an answer",
+            "{}; cooldowns (/metrics) {cooldown_count}; PostgreSQL backends {:.2} CPU ms an answer",
             fakes.describe(),
-            backend_delta(&after.1, &end.1) * 1000.0 / setup.answers as f64
+            backend_delta(&start.1, &end.1) * 1000.0 / setup.answers as f64
         ),
-        by_answer: answers_from(fakes.faults_by_answer(), setup.baseline),
+        by_answer: answers_from(fakes.faults_by_answer(), first),
         outcomes,
     };
     (baseline, fault_run, equal)
@@ -1347,13 +1470,18 @@ fn answers_from(
         .collect()
 }
 
-/// LiteLLM: the baseline (`chat-healthy`, no faults) and the fault run
-/// (`chat-main`) on fresh fakes dealt the same faults.
-async fn litellm_runs(program: &Path, setup: &Setup) -> Vec<Row> {
+/// LiteLLM: the baseline (`chat-healthy`, no faults) when asked, and the
+/// fault run (`chat-main`), on fresh fakes dealt the same faults as ours.
+async fn litellm_runs(
+    program: &Path,
+    setup: &Setup,
+    workers: usize,
+    cooldowns: Cooldowns,
+    with_baseline: bool,
+) -> Vec<Row> {
     let fakes = Fakes::start(setup.seed).await;
     let healthy = healthy().await;
-    let workers = env_usize("ROUTE_LITELLM_WORKERS", 1);
-    let proxy = start_litellm(program, &fakes, &healthy, workers).await;
+    let proxy = start_litellm(program, &fakes, &healthy, workers, cooldowns).await;
     let pid = proxy.child.id();
     let ticks = clock_ticks();
     let url = format!("{}/v1/chat/completions", proxy.base);
@@ -1361,39 +1489,44 @@ async fn litellm_runs(program: &Path, setup: &Setup) -> Vec<Row> {
         .connect_timeout(Duration::from_secs(10))
         .build()
         .expect("client");
-    let version = LITELLM_PIN.rsplit('=').next().unwrap_or("");
+    let name = format!(
+        "LiteLLM {} ×{workers}",
+        LITELLM_PIN.rsplit('=').next().unwrap_or("")
+    );
+    let first = if with_baseline { setup.baseline } else { 0 };
+    let mut runs = vec![("chat-main", first, setup.answers)];
+    if with_baseline {
+        runs.insert(0, ("chat-healthy", 0, first));
+    }
     let mut rows = Vec::new();
-    for (model, first, n) in [
-        ("chat-healthy", 0, setup.baseline),
-        ("chat-main", setup.baseline, setup.answers),
-    ] {
+    for (model, from, n) in runs {
         let before = group_cpu_secs(pid, ticks);
         let (http, url) = (http.clone(), url.clone());
         let outcomes = drive(n, setup.connections, move |i| {
             let (http, url) = (http.clone(), url.clone());
-            async move { litellm_answer(&http, &url, model, first + i).await }
+            async move { litellm_answer(&http, &url, model, from + i).await }
         })
         .await;
         let after = group_cpu_secs(pid, ticks);
-        let (system, fakes_line, by_answer) = if first == 0 {
-            (
-                format!("LiteLLM {version} ×{workers}, no faults"),
-                String::new(),
-                BTreeMap::new(),
-            )
-        } else {
-            (
-                format!("LiteLLM {version} ×{workers}"),
-                fakes.describe(),
-                answers_from(fakes.faults_by_answer(), first),
-            )
-        };
+        let faulty = model == "chat-main";
         rows.push(Row {
-            system,
+            system: if faulty {
+                format!("{name}, {}", cooldowns.label())
+            } else {
+                format!("{name}, no faults")
+            },
             cpu_ms: (after - before) * 1000.0 / n as f64,
             outcomes,
-            fakes: fakes_line,
-            by_answer,
+            fakes: if faulty {
+                fakes.describe()
+            } else {
+                String::new()
+            },
+            by_answer: if faulty {
+                answers_from(fakes.faults_by_answer(), from)
+            } else {
+                BTreeMap::new()
+            },
         });
     }
     drop(proxy);
