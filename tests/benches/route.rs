@@ -92,7 +92,11 @@
 //! each model, with the difference and its standard error over the
 //! windows.
 //!
-//! `ROUTE_SEED` changes the fault sequence; `ROUTE_SKIP_LITELLM=1` runs
+//! `ROUTE_SEED` changes the fault sequence; `ROUTE_FAULTS=mid` deals only
+//! the broken streams (10 % of the primary's requests: they cool nothing
+//! down at once, so in the run without cooldowns the primary keeps its
+//! share of first attempts and far more answers break mid-stream);
+//! `ROUTE_SKIP_LITELLM=1` runs
 //! ours alone. When the server does not accept the routing configuration
 //! (a build without deployments), our half prints "router not available"
 //! and LiteLLM's half still runs.
@@ -218,6 +222,13 @@ impl Fault {
         (Fault::MalformedMidStream, 3),
     ];
 
+    fn mid_stream(self) -> bool {
+        matches!(
+            self,
+            Fault::ResetMidStream | Fault::StallMidStream | Fault::MalformedMidStream
+        )
+    }
+
     fn label(self) -> &'static str {
         match self {
             Fault::RateLimitedRetryAfter => "429 with Retry-After: 1",
@@ -260,11 +271,27 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The faults dealt in every 100 primary requests: [`Fault::MIX`], or with
+/// `ROUTE_FAULTS=mid` only its broken streams (10 %: faults that cool no
+/// deployment down at once, so without cooldowns the primary keeps its
+/// share of first attempts and the failover inside a stream is what is
+/// measured).
+fn mix() -> &'static [(Fault, usize)] {
+    static MIX: std::sync::OnceLock<Vec<(Fault, usize)>> = std::sync::OnceLock::new();
+    MIX.get_or_init(|| {
+        let mid = std::env::var("ROUTE_FAULTS").is_ok_and(|v| v == "mid");
+        Fault::MIX
+            .into_iter()
+            .filter(|(f, _)| !mid || f.mid_stream())
+            .collect()
+    })
+}
+
 /// The primary's fault for its request `seq` (if any) and `k`: block
-/// `seq / 100` is a seeded shuffle of 30 faults (`Fault::MIX`) and 70
-/// healthy answers.
+/// `seq / 100` is a seeded shuffle of the faults of [`mix`] and healthy
+/// answers.
 fn dealt(seed: u64, seq: usize) -> (Option<Fault>, usize) {
-    let mut deck: Vec<Option<Fault>> = Fault::MIX
+    let mut deck: Vec<Option<Fault>> = mix()
         .iter()
         .flat_map(|&(f, n)| std::iter::repeat_n(Some(f), n))
         .collect();
@@ -1070,7 +1097,7 @@ fn print_breakdown(rows: &[Row]) {
         print!("{:>width$}", row.system);
     }
     println!();
-    for (fault, _) in Fault::MIX {
+    for &(fault, _) in mix() {
         print!("{:<30}", fault.label());
         for row in &rows {
             let met: Vec<usize> = row
@@ -1279,11 +1306,17 @@ async fn bench() {
     let litellm = (!skip_litellm).then(litellm_program);
     println!(
         "\nbench route: {} streamed answers at {} connections, twice (cooldown 1 s, no \
-         cooldown); the primary fails 30 % of its requests (20 % before the answer, 10 % in \
-         the middle; seed {}); answers of {PIECES} chunks, {} ms apart; stalls {} s; first a \
-         baseline of {} answers without faults",
+         cooldown); the primary fails {} % of its requests ({} % in the middle of the answer; \
+         seed {}); answers of {PIECES} chunks, {} ms apart; stalls {} s; first a baseline of {} \
+         answers without faults",
         setup.answers,
         setup.connections,
+        mix().iter().map(|(_, n)| n).sum::<usize>(),
+        mix()
+            .iter()
+            .filter(|(f, _)| f.mid_stream())
+            .map(|(_, n)| n)
+            .sum::<usize>(),
         setup.seed,
         PACE.as_millis(),
         STALL.as_secs(),
