@@ -117,7 +117,12 @@ impl Metrics {
         );
     }
 
-    fn deployment<R>(&self, model: &str, deployment: &str, f: impl FnOnce(&mut DeploymentCounts) -> R) -> R {
+    fn deployment<R>(
+        &self,
+        model: &str,
+        deployment: &str,
+        f: impl FnOnce(&mut DeploymentCounts) -> R,
+    ) -> R {
         let mut all = self.deployments.lock().unwrap_or_else(|p| p.into_inner());
         f(all
             .entry((model.to_string(), deployment.to_string()))
@@ -127,12 +132,16 @@ impl Metrics {
     /// A try of a model deployment and how it went (`ok`, `failed`,
     /// `broke`, `over_limit`).
     pub fn deployment_request(&self, model: &str, deployment: &str, outcome: &'static str) {
-        self.deployment(model, deployment, |d| *d.requests.entry(outcome).or_default() += 1);
+        self.deployment(model, deployment, |d| {
+            *d.requests.entry(outcome).or_default() += 1
+        });
     }
 
     /// A failure of a model deployment, by class.
     pub fn deployment_failure(&self, model: &str, deployment: &str, class: &'static str) {
-        self.deployment(model, deployment, |d| *d.failures.entry(class).or_default() += 1);
+        self.deployment(model, deployment, |d| {
+            *d.failures.entry(class).or_default() += 1
+        });
     }
 
     /// A cooldown of a model deployment started by this instance.
@@ -142,7 +151,9 @@ impl Metrics {
 
     /// The time a model deployment took to the first piece of an answer.
     pub fn deployment_first_event(&self, model: &str, deployment: &str, took: Duration) {
-        self.deployment(model, deployment, |d| d.first_event.observe(took.as_secs_f64()));
+        self.deployment(model, deployment, |d| {
+            d.first_event.observe(took.as_secs_f64())
+        });
     }
 
     pub fn stream_finished(&self, outcome: &'static str) {

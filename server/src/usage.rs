@@ -483,7 +483,10 @@ impl Metered {
     pub fn rerouted(&mut self) {
         // A deployment that failed before producing anything is not
         // charged (providers do not bill a refused request).
-        let Some(s) = self.step.as_ref().filter(|s| s.output_chars > 0 || s.usage.is_some())
+        let Some(s) = self
+            .step
+            .as_ref()
+            .filter(|s| s.output_chars > 0 || s.usage.is_some())
         else {
             return;
         };

@@ -99,7 +99,10 @@ async fn through_server(
             ConversationStreamEvent::Content { .. } => arrivals.push(Instant::now()),
             ConversationStreamEvent::End => break,
             ConversationStreamEvent::Error { error_code, .. } => panic!("error {error_code}"),
-            ConversationStreamEvent::Start { .. } | ConversationStreamEvent::Reasoning { .. } => {}
+            ConversationStreamEvent::Start { .. }
+            | ConversationStreamEvent::Reasoning { .. }
+            | ConversationStreamEvent::Route { .. }
+            | ConversationStreamEvent::Restart { .. } => {}
         }
     }
     Run { sent, arrivals }

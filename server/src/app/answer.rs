@@ -45,7 +45,6 @@ use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::providers::Usage;
 use crate::providers::router::Route;
-use workspace_api::chat::AnswerRoute;
 pub use crate::runtime::ToolFinished;
 use crate::runtime::{RunError, RunSpec, RuntimeEvent, ToolStarted};
 use serde::Serialize;
@@ -54,6 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use uuid::Uuid;
+use workspace_api::chat::AnswerRoute;
 
 /// How often the text of a streaming answer is saved.
 pub const SAVE_INTERVAL: Duration = Duration::from_secs(1);
@@ -444,8 +444,11 @@ impl<A: Area> Answer<A> {
                     let events = area.route(&route);
                     if route.restart {
                         if events.is_none() {
-                            slog::warn!(log, "an answer that must start over on another \
-                                deployment cannot here; it fails");
+                            slog::warn!(
+                                log,
+                                "an answer that must start over on another \
+                                deployment cannot here; it fails"
+                            );
                             break Outcome::Failed {
                                 code: "provider_stream_interrupted".into(),
                                 message: "the model provider's answer broke off".into(),
@@ -505,18 +508,13 @@ impl<A: Area> Answer<A> {
             let log = log.clone();
             let outcome = outcome.clone();
             crate::telemetry::spawn(async move {
-                let result =
-                    store_until_stored(
-                        &*area,
-                        &text,
-                        &reasoning,
-                        &route_parts,
-                        usage,
-                        &outcome,
-                        &metrics,
-                        &log,
-                    )
-                    .await;
+                let answer = Produced {
+                    text: &text,
+                    reasoning: &reasoning,
+                    route: &route_parts,
+                    usage,
+                };
+                let result = store_until_stored(&*area, &answer, &outcome, &metrics, &log).await;
                 let _ = done_tx.send(result.is_ok());
             })
         };
@@ -580,17 +578,30 @@ fn save_partial<A: Area>(
 
 /// Stores the answer, retrying with backoff (100 ms doubling to 5 s) for
 /// as long as the database is unavailable: a generated answer must reach
+/// What an answer produced, as it is stored.
+#[derive(Clone, Copy)]
+struct Produced<'a> {
+    text: &'a str,
+    reasoning: &'a str,
+    /// Which model and deployment produced which part of `text`.
+    route: &'a [AnswerRoute],
+    usage: Option<Usage>,
+}
+
 /// the database. Other errors are logged and end the attempts.
 async fn store_until_stored<A: Area>(
     area: &A,
-    text: &str,
-    reasoning: &str,
-    route: &[AnswerRoute],
-    usage: Option<Usage>,
+    answer: &Produced<'_>,
     outcome: &Outcome,
     metrics: &Metrics,
     log: &slog::Logger,
 ) -> Result<(), Error> {
+    let Produced {
+        text,
+        reasoning,
+        route,
+        usage,
+    } = *answer;
     use std::sync::atomic::Ordering::Relaxed;
     let mut backoff = Duration::from_millis(100);
     let mut pending = false;

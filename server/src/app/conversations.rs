@@ -375,7 +375,10 @@ impl Area for ConversationAnswer {
         Some(ConversationStreamEvent::Reasoning { content: piece })
     }
 
-    fn route(&self, route: &crate::providers::router::Route) -> Option<Vec<ConversationStreamEvent>> {
+    fn route(
+        &self,
+        route: &crate::providers::router::Route,
+    ) -> Option<Vec<ConversationStreamEvent>> {
         let mut events = vec![ConversationStreamEvent::Route {
             model: route.model.clone(),
             deployment: route.deployment.clone(),

@@ -135,6 +135,79 @@ pub fn reasoning(
 /// left for the answer beside a budget.
 pub const MIN_THINKING_BUDGET: u32 = 1_024;
 
+/// Every model offered and its deployments' shared health (see
+/// `GET /api/system/model-deployments`).
+pub async fn deployments(
+    cx: &ServerContext,
+    _admin: &crate::authz::SystemAdmin,
+) -> Result<workspace_api::system::ModelDeploymentsList, Error> {
+    use workspace_api::system::{DeploymentState, ModelDeploymentStatus, ModelDeployments};
+    let entries = cx.models.list();
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    let health = cx.datastore.deployment_health(&names).await?;
+    let models = entries
+        .iter()
+        .map(|entry| {
+            let routed = &entry.routed;
+            let deployments = routed
+                .deployments
+                .iter()
+                .map(|d| {
+                    let h = health
+                        .iter()
+                        .find(|h| h.model == entry.name && h.deployment == d.name)
+                        .cloned()
+                        .unwrap_or_default();
+                    let disabled =
+                        h.disabled_fingerprint.as_deref() == Some(d.fingerprint.as_str());
+                    let state = if disabled {
+                        DeploymentState::Disabled
+                    } else if h.cooling_secs.is_some() {
+                        DeploymentState::CoolingDown
+                    } else {
+                        DeploymentState::Healthy
+                    };
+                    ModelDeploymentStatus {
+                        name: d.name.clone(),
+                        provider: d.provider.clone(),
+                        weight: d.weight,
+                        rpm: d.rpm,
+                        tpm: d.tpm,
+                        prefill: d.prefill,
+                        state,
+                        cooldown_remaining_secs: h.cooling_secs.filter(|_| !disabled),
+                        recent_failures: h.failures,
+                        cooldowns: h.cooldowns,
+                        last_error_class: h.last_error_class,
+                        last_error_secs_ago: h.last_error_secs,
+                        disabled_status: h
+                            .disabled_status
+                            .filter(|_| disabled)
+                            .and_then(|s| u16::try_from(s).ok()),
+                        minute_requests: h.minute_requests,
+                        minute_tokens: h.minute_tokens,
+                    }
+                })
+                .collect();
+            let [
+                fallbacks,
+                context_window_fallbacks,
+                content_policy_fallbacks,
+            ] = routed.fallback_names.clone();
+            ModelDeployments {
+                model_id: entry.id,
+                model: entry.name.clone(),
+                routed: routed.routes(),
+                fallbacks,
+                context_window_fallbacks,
+                content_policy_fallbacks,
+                deployments,
+            }
+        })
+        .collect();
+    Ok(workspace_api::system::ModelDeploymentsList { models })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,73 +266,4 @@ mod tests {
             );
         }
     }
-}
-
-/// Every model offered and its deployments' shared health (see
-/// `GET /api/system/model-deployments`).
-pub async fn deployments(
-    cx: &ServerContext,
-    _admin: &crate::authz::SystemAdmin,
-) -> Result<workspace_api::system::ModelDeploymentsList, Error> {
-    use workspace_api::system::{DeploymentState, ModelDeploymentStatus, ModelDeployments};
-    let entries = cx.models.list();
-    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
-    let health = cx.datastore.deployment_health(&names).await?;
-    let models = entries
-        .iter()
-        .map(|entry| {
-            let routed = &entry.routed;
-            let deployments = routed
-                .deployments
-                .iter()
-                .map(|d| {
-                    let h = health
-                        .iter()
-                        .find(|h| h.model == entry.name && h.deployment == d.name)
-                        .cloned()
-                        .unwrap_or_default();
-                    let disabled = h.disabled_fingerprint.as_deref() == Some(d.fingerprint.as_str());
-                    let state = if disabled {
-                        DeploymentState::Disabled
-                    } else if h.cooling_secs.is_some() {
-                        DeploymentState::CoolingDown
-                    } else {
-                        DeploymentState::Healthy
-                    };
-                    ModelDeploymentStatus {
-                        name: d.name.clone(),
-                        provider: d.provider.clone(),
-                        weight: d.weight,
-                        rpm: d.rpm,
-                        tpm: d.tpm,
-                        prefill: d.prefill,
-                        state,
-                        cooldown_remaining_secs: h.cooling_secs.filter(|_| !disabled),
-                        recent_failures: h.failures,
-                        cooldowns: h.cooldowns,
-                        last_error_class: h.last_error_class,
-                        last_error_secs_ago: h.last_error_secs,
-                        disabled_status: h
-                            .disabled_status
-                            .filter(|_| disabled)
-                            .and_then(|s| u16::try_from(s).ok()),
-                        minute_requests: h.minute_requests,
-                        minute_tokens: h.minute_tokens,
-                    }
-                })
-                .collect();
-            let [fallbacks, context_window_fallbacks, content_policy_fallbacks] =
-                routed.fallback_names.clone();
-            ModelDeployments {
-                model_id: entry.id,
-                model: entry.name.clone(),
-                routed: routed.routes(),
-                fallbacks,
-                context_window_fallbacks,
-                content_policy_fallbacks,
-                deployments,
-            }
-        })
-        .collect();
-    Ok(workspace_api::system::ModelDeploymentsList { models })
 }

@@ -189,6 +189,16 @@ pub async fn outbox(
     }))
 }
 
+pub async fn model_deployments(
+    rqctx: Ctx,
+) -> Result<HttpResponseOk<workspace_api::system::ModelDeploymentsList>, HttpError> {
+    let cx = rqctx.context();
+    let admin = cx.authorize_system_admin(&rqctx).await?;
+    Ok(HttpResponseOk(
+        crate::app::models::deployments(cx, &admin).await?,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -206,14 +216,4 @@ mod tests {
         );
         assert!(script.len() > 2_000_000, "the bundle is whole");
     }
-}
-
-pub async fn model_deployments(
-    rqctx: Ctx,
-) -> Result<HttpResponseOk<workspace_api::system::ModelDeploymentsList>, HttpError> {
-    let cx = rqctx.context();
-    let admin = cx.authorize_system_admin(&rqctx).await?;
-    Ok(HttpResponseOk(
-        crate::app::models::deployments(cx, &admin).await?,
-    ))
 }

@@ -6,9 +6,9 @@
 
 pub mod image;
 pub mod pdf;
-mod turbo;
 #[doc(hidden)]
 pub mod testdata;
+mod turbo;
 
 pub use self::image::{
     ImageDetail, ImageError, ImageLimits, PreparedImage, anthropic_image_tokens,

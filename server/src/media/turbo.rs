@@ -78,9 +78,15 @@ pub fn encode(data: &[u8], width: u32, height: u32, gray: bool, quality: u8) -> 
         c_int::try_from(pitch).ok()?,
     );
     let (format, subsampling) = if gray {
-        (turbojpeg_sys::TJPF_TJPF_GRAY, turbojpeg_sys::TJSAMP_TJSAMP_GRAY)
+        (
+            turbojpeg_sys::TJPF_TJPF_GRAY,
+            turbojpeg_sys::TJSAMP_TJSAMP_GRAY,
+        )
     } else {
-        (turbojpeg_sys::TJPF_TJPF_RGB, turbojpeg_sys::TJSAMP_TJSAMP_420)
+        (
+            turbojpeg_sys::TJPF_TJPF_RGB,
+            turbojpeg_sys::TJSAMP_TJSAMP_420,
+        )
     };
     // SAFETY: a pure function of its arguments.
     let bound = unsafe { turbojpeg_sys::tjBufSize(c_width, c_height, subsampling as c_int) };
@@ -173,7 +179,12 @@ mod tests {
         assert!(diff / (rgb.len() as u64) < 6, "mean difference {diff}");
         let gray = vec![128u8; 64 * 48];
         let jpeg = encode(&gray, 64, 48, true, 85).expect("gray encoded");
-        assert_eq!(decode_scaled(&jpeg, 64, 48, true).expect("gray decoded").len(), 64 * 48);
+        assert_eq!(
+            decode_scaled(&jpeg, 64, 48, true)
+                .expect("gray decoded")
+                .len(),
+            64 * 48
+        );
         assert_eq!(encode(&gray, 64, 49, true, 85), None);
     }
 }

@@ -541,7 +541,8 @@ pub async fn start_single<M: ChatModel + ?Sized>(
             .retry_after
             .map(|d| d.min(Duration::from_secs(10)))
             .unwrap_or_else(|| {
-                (policy.backoff * 2u32.saturating_pow(attempts)).mul_f64(rand::random_range(0.5..1.0))
+                (policy.backoff * 2u32.saturating_pow(attempts))
+                    .mul_f64(rand::random_range(0.5..1.0))
             });
         slog::info!(log, "model provider failed; retrying";
             "error" => %error, "attempt" => attempts + 1, "backoff_ms" => backoff.as_millis() as u64);
@@ -587,35 +588,33 @@ pub(crate) async fn attempt<M: ChatModel + ?Sized>(
             },
         ),
         Ok(Err(e)) => e,
-        Ok(Ok(mut stream)) => {
-            match tokio::time::timeout(first_wait, stream.next()).await {
-                Err(_) => ProviderError::new(
-                    ProviderErrorKind::Timeout,
-                    "no data within the first-event timeout",
-                ),
-                Ok(Some(Err(e))) => e,
-                Ok(None) => ProviderError::new(
-                    ProviderErrorKind::Interrupted,
-                    "the answer ended before it began",
-                ),
-                Ok(Some(Ok(first))) => {
-                    let rest = with_idle_timeout(stream, policy.idle_timeout);
-                    let stream = futures::stream::once(async move { Ok(first) })
-                        .chain(rest)
-                        .boxed();
-                    return Ok(match span.take() {
-                        Some(mut span) => {
-                            span.set(opentelemetry::KeyValue::new(
-                                "gen_ai.response.time_to_first_token",
-                                started.elapsed().as_secs_f64(),
-                            ));
-                            traced(stream, span)
-                        }
-                        None => stream,
-                    });
-                }
+        Ok(Ok(mut stream)) => match tokio::time::timeout(first_wait, stream.next()).await {
+            Err(_) => ProviderError::new(
+                ProviderErrorKind::Timeout,
+                "no data within the first-event timeout",
+            ),
+            Ok(Some(Err(e))) => e,
+            Ok(None) => ProviderError::new(
+                ProviderErrorKind::Interrupted,
+                "the answer ended before it began",
+            ),
+            Ok(Some(Ok(first))) => {
+                let rest = with_idle_timeout(stream, policy.idle_timeout);
+                let stream = futures::stream::once(async move { Ok(first) })
+                    .chain(rest)
+                    .boxed();
+                return Ok(match span.take() {
+                    Some(mut span) => {
+                        span.set(opentelemetry::KeyValue::new(
+                            "gen_ai.response.time_to_first_token",
+                            started.elapsed().as_secs_f64(),
+                        ));
+                        traced(stream, span)
+                    }
+                    None => stream,
+                });
             }
-        }
+        },
     };
     if let Some(span) = span.as_mut() {
         span.fail(error.to_string());

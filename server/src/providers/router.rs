@@ -240,6 +240,9 @@ struct Fallbacks {
     content_policy: Vec<Weak<RoutedModel>>,
 }
 
+/// A model's health as read: when, at which epoch, and what.
+type KeptHealth = (Instant, u64, Arc<Vec<DeploymentHealth>>);
+
 /// A model as served: its deployments and fallbacks.
 pub struct RoutedModel {
     pub name: String,
@@ -250,7 +253,7 @@ pub struct RoutedModel {
     fallbacks: OnceLock<Fallbacks>,
     context: Option<Arc<RouterContext>>,
     /// The health last read for this model and its fallbacks, and when.
-    health: std::sync::Mutex<Option<(Instant, u64, Arc<Vec<DeploymentHealth>>)>>,
+    health: std::sync::Mutex<Option<KeptHealth>>,
     /// What the model takes, to skip a fallback that cannot take the
     /// request (an image to a text-only model).
     pub takes_images: bool,
@@ -498,7 +501,12 @@ impl RoutedModel {
         };
         let mut out = candidates_of(self, &health, RouteReason::First, false);
         for fallback in &fallbacks {
-            out.extend(candidates_of(fallback, &health, RouteReason::Fallback, true));
+            out.extend(candidates_of(
+                fallback,
+                &health,
+                RouteReason::Fallback,
+                true,
+            ));
         }
         out
     }
@@ -524,11 +532,7 @@ fn candidates_of(
                 None => Some((d.clone(), false, false)),
                 Some(h) if disabled(h, d) => None,
                 Some(h) if h.cooling_secs.is_some() => None,
-                Some(h) => Some((
-                    d.clone(),
-                    h.probe_due,
-                    h.probe_due || h.failures > 0,
-                )),
+                Some(h) => Some((d.clone(), h.probe_due, h.probe_due || h.failures > 0)),
             }
         })
         .collect();
@@ -663,7 +667,9 @@ impl Run {
             drop(request);
             match attempt {
                 Ok(stream) => {
-                    self.context.metrics.deployment_request(&candidate.model, &d.name, "ok");
+                    self.context
+                        .metrics
+                        .deployment_request(&candidate.model, &d.name, "ok");
                     self.context.metrics.deployment_first_event(
                         &candidate.model,
                         &d.name,
@@ -899,52 +905,51 @@ fn failover(run: Run, first: ChatStream, route: Route) -> ChatStream {
         if s.done {
             return None;
         }
-        loop {
-            match s.stream.next().await {
-                None => return None,
-                Some(Ok(event)) => {
-                    match &event {
-                        ChatEvent::Usage(usage) => s.run.count_tokens(usage.total_tokens()).await,
-                        ChatEvent::Text(t) => s.resume.text.push_str(t),
-                        ChatEvent::Reasoning(_)
-                        | ChatEvent::ReasoningBlock(_)
-                        | ChatEvent::ToolCall(_) => s.resume.other = true,
-                        _ => {}
-                    }
-                    return Some((Ok(event), s));
+        match s.stream.next().await {
+            None => None,
+            Some(Ok(event)) => {
+                match &event {
+                    ChatEvent::Usage(usage) => s.run.count_tokens(usage.total_tokens()).await,
+                    ChatEvent::Text(t) => s.resume.text.push_str(t),
+                    ChatEvent::Reasoning(_)
+                    | ChatEvent::ReasoningBlock(_)
+                    | ChatEvent::ToolCall(_) => s.resume.other = true,
+                    _ => {}
                 }
-                Some(Err(error)) => {
-                    let class = FailureClass::of(&error);
-                    if let Some(current) = s.run.current.clone() {
-                        s.run
-                            .context
-                            .metrics
-                            .deployment_request(&current.model, &current.deployment.name, "broke");
-                        s.run.failed(&current, &error, class).await;
-                        slog::info!(s.run.log, "model deployment broke off mid-answer";
-                            "model" => &*current.model, "deployment" => &current.deployment.name,
-                            "class" => class.as_str(), "error" => %error);
+                Some((Ok(event), s))
+            }
+            Some(Err(error)) => {
+                let class = FailureClass::of(&error);
+                if let Some(current) = s.run.current.clone() {
+                    s.run.context.metrics.deployment_request(
+                        &current.model,
+                        &current.deployment.name,
+                        "broke",
+                    );
+                    s.run.failed(&current, &error, class).await;
+                    slog::info!(s.run.log, "model deployment broke off mid-answer";
+                        "model" => &*current.model, "deployment" => &current.deployment.name,
+                        "class" => class.as_str(), "error" => %error);
+                }
+                if !class.moves_on() {
+                    s.done = true;
+                    return Some((Err(error), s));
+                }
+                s.run.failed_before = true;
+                match s.run.next(Some(&s.resume)).await {
+                    Ok((stream, route)) => {
+                        if route.restart {
+                            s.resume = Resume {
+                                text: String::new(),
+                                other: false,
+                            };
+                        }
+                        s.stream = stream;
+                        Some((Ok(ChatEvent::Route(Box::new(route))), s))
                     }
-                    if !class.moves_on() {
+                    Err(_) => {
                         s.done = true;
-                        return Some((Err(error), s));
-                    }
-                    s.run.failed_before = true;
-                    match s.run.next(Some(&s.resume)).await {
-                        Ok((stream, route)) => {
-                            if route.restart {
-                                s.resume = Resume {
-                                    text: String::new(),
-                                    other: false,
-                                };
-                            }
-                            s.stream = stream;
-                            return Some((Ok(ChatEvent::Route(Box::new(route))), s));
-                        }
-                        Err(_) => {
-                            s.done = true;
-                            return Some((Err(error), s));
-                        }
+                        Some((Err(error), s))
                     }
                 }
             }
@@ -995,7 +1000,10 @@ mod tests {
         assert_eq!(C::of(&error(K::Server(502), "")), C::Server);
         assert_eq!(C::of(&error(K::Rejected(401), "")), C::Auth);
         assert_eq!(C::of(&error(K::Rejected(403), "")), C::Auth);
-        assert_eq!(C::of(&error(K::Rejected(400), "HTTP 400: bad")), C::Rejected);
+        assert_eq!(
+            C::of(&error(K::Rejected(400), "HTTP 400: bad")),
+            C::Rejected
+        );
         assert_eq!(
             C::of(&error(
                 K::Rejected(400),
@@ -1004,11 +1012,17 @@ mod tests {
             C::ContextWindow
         );
         assert_eq!(
-            C::of(&error(K::Rejected(400), "HTTP 400: prompt is too long: 250000 tokens > 200000 maximum")),
+            C::of(&error(
+                K::Rejected(400),
+                "HTTP 400: prompt is too long: 250000 tokens > 200000 maximum"
+            )),
             C::ContextWindow
         );
         assert_eq!(
-            C::of(&error(K::Rejected(400), "HTTP 400 (content_policy_violation): no")),
+            C::of(&error(
+                K::Rejected(400),
+                "HTTP 400 (content_policy_violation): no"
+            )),
             C::ContentPolicy
         );
         assert!(!C::Rejected.moves_on());
