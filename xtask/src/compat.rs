@@ -156,7 +156,10 @@ const OPT_IN_VALUES: &[(&str, &str)] = &[("UserListStatus", "suspended")];
 /// (`restart`).
 const STREAM_EVENTS: &[(&str, &[&str])] = &[
     ("ChatStreamEvent", &["reasoning", "route", "restart"]),
-    ("ConversationStreamEvent", &["reasoning", "route", "restart"]),
+    (
+        "ConversationStreamEvent",
+        &["reasoning", "route", "restart"],
+    ),
 ];
 
 /// Whether the change at `at` adds only [`STREAM_EVENTS`] to an open
