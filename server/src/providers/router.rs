@@ -860,6 +860,7 @@ impl Run {
             allowed_fails: i32::try_from(policy.allowed_fails).unwrap_or(i32::MAX),
             window_secs: policy.fail_window.as_secs_f64(),
             cooldown_secs: policy.cooldown.as_secs_f64(),
+            probe: candidate.probe,
         };
         match store
             .deployment_failed(&candidate.model, &d.name, &failure)
@@ -947,9 +948,14 @@ fn failover(run: Run, first: ChatStream, route: Route) -> ChatStream {
                         s.stream = stream;
                         Some((Ok(ChatEvent::Route(Box::new(route))), s))
                     }
-                    Err(_) => {
+                    // No deployment could continue: one clear error
+                    // (`providers_unavailable`), the partial text kept
+                    // as the failed answer.
+                    Err(unavailable) => {
+                        slog::warn!(s.run.log, "no deployment could continue the answer";
+                            "error" => %error);
                         s.done = true;
-                        Some((Err(error), s))
+                        Some((Err(unavailable), s))
                     }
                 }
             }

@@ -41,6 +41,9 @@ pub struct Failure<'a> {
     pub allowed_fails: i32,
     pub window_secs: f64,
     pub cooldown_secs: f64,
+    /// The failure is a probe's: the hold it took is no cooldown, so
+    /// the cooldown it starts is a new one.
+    pub probe: bool,
 }
 
 impl Datastore {
@@ -50,21 +53,23 @@ impl Datastore {
         let conn = self.quick().await?;
         let rows = conn
             .query(
-                "SELECT h.model, h.deployment, h.failures, \
+                "WITH h AS (SELECT * FROM model_deployment_health WHERE model = ANY($1::text[])), \
+                      m AS (SELECT model, deployment, requests, tokens \
+                            FROM model_deployment_minutes \
+                            WHERE model = ANY($1::text[]) AND minute = date_trunc('minute', now())) \
+                 SELECT coalesce(h.model, m.model) AS model, \
+                        coalesce(h.deployment, m.deployment) AS deployment, \
+                        coalesce(h.failures, 0) AS failures, \
                         CASE WHEN h.cooldown_until > now() \
                              THEN extract(epoch FROM h.cooldown_until - now())::float8 END \
                             AS cooling_secs, \
                         coalesce(h.cooldown_until <= now(), false) AS probe_due, \
-                        h.cooldowns, h.last_error_class, \
+                        coalesce(h.cooldowns, 0) AS cooldowns, h.last_error_class, \
                         extract(epoch FROM now() - h.last_error_at)::float8 AS last_error_secs, \
                         h.disabled_fingerprint, h.disabled_status, \
                         coalesce(m.requests, 0) AS minute_requests, \
                         coalesce(m.tokens, 0) AS minute_tokens \
-                 FROM model_deployment_health h \
-                 LEFT JOIN model_deployment_minutes m \
-                   ON m.model = h.model AND m.deployment = h.deployment \
-                  AND m.minute = date_trunc('minute', now()) \
-                 WHERE h.model = ANY($1::text[])",
+                 FROM h FULL JOIN m ON m.model = h.model AND m.deployment = h.deployment",
                 &[&models],
             )
             .await?;
@@ -190,7 +195,7 @@ impl Datastore {
                              THEN greatest(h.cooldown_until, now() + make_interval(secs => coalesce($4, $7))) \
                              ELSE h.cooldown_until END, \
                          cooldowns = h.cooldowns + CASE \
-                             WHEN coalesce(h.cooldown_until > now(), false) THEN 0 \
+                             WHEN coalesce(h.cooldown_until > now(), false) AND NOT $8 THEN 0 \
                              WHEN $4::float8 IS NOT NULL \
                                OR (CASE WHEN h.window_started_at > now() - make_interval(secs => $6) \
                                         THEN h.failures + 1 ELSE 1 END) >= $5 \
@@ -199,7 +204,8 @@ impl Datastore {
                      RETURNING CASE WHEN h.cooldown_until > now() \
                                     THEN extract(epoch FROM h.cooldown_until - now())::float8 END \
                                AS cooling_secs) \
-                 SELECT counted.cooling_secs, coalesce((SELECT cooling FROM old), false) AS was_cooling \
+                 SELECT counted.cooling_secs, \
+                        coalesce((SELECT cooling FROM old), false) AND NOT $8 AS was_cooling \
                  FROM counted",
                 &[
                     &model,
@@ -209,6 +215,7 @@ impl Datastore {
                     &failure.allowed_fails,
                     &failure.window_secs,
                     &failure.cooldown_secs,
+                    &failure.probe,
                 ],
             )
             .await?;
