@@ -36,6 +36,7 @@ mod pats;
 mod providers;
 mod roles;
 mod rolling;
+mod routing;
 mod scim;
 mod sdk;
 mod service_accounts;
