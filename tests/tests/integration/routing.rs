@@ -1362,7 +1362,7 @@ async fn a_context_window_error_takes_the_larger_window_fallback() {
     )
     .await;
     let model = s.model("small").await;
-    assert!(s.listed_model("small").await["routed"] == true);
+    assert_eq!(s.listed_model("small").await["routed"], true);
     let chat = s.new_chat().await;
     for error in [
         json!({"message": "This model's maximum context length is 8192 tokens. However, your \
