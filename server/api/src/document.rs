@@ -889,6 +889,21 @@ mod tests {
                 },
                 json!({"type": "reasoning", "content": "Thinking"}),
             ),
+            (
+                ConversationStreamEvent::Route {
+                    model: "chat-main".into(),
+                    deployment: "east".into(),
+                    reason: "failover".into(),
+                },
+                json!({"type": "route", "model": "chat-main", "deployment": "east",
+                       "reason": "failover"}),
+            ),
+            (
+                ConversationStreamEvent::Restart {
+                    reason: "the deployment broke off".into(),
+                },
+                json!({"type": "restart", "reason": "the deployment broke off"}),
+            ),
             (ConversationStreamEvent::End, json!({"type": "end"})),
             (
                 ConversationStreamEvent::Error {
